@@ -1,0 +1,65 @@
+# hpcai — thin targets over the CLI. The virtualenv is created on first use.
+# Variables (all optional): WITH_MPI (1/0 or ompi/mpich/none), WITH_OFI, WITH_HVD, HPC_LIBS_DIR,
+# PAYLOADS, NGC_VERSION, ROCM_VERSION, TAG, DOCKER (docker|podman), WHEELHOUSE, CA_BUNDLE.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+HPCAI := $(VENV)/bin/hpcai
+FLAVORS := pytorch-ngc tensorflow-ngc pytorch-rocm tensorflow-rocm pytorch-poplar pytorch-cpu tensorflow-cpu
+PYTEST_ARGS ?=
+
+# Make variables reach the CLI as environment variables (each CLI option names its envvar).
+export WITH_MPI WITH_OFI WITH_HVD HPC_LIBS_DIR PAYLOADS NGC_VERSION ROCM_VERSION TAG DOCKER WHEELHOUSE CA_BUNDLE
+
+.PHONY: help venv test test-unit lint demo clean base-debian golden bench $(addprefix build-,$(FLAVORS)) $(addprefix sif-,$(FLAVORS)) $(addprefix render-,$(FLAVORS))
+
+help:
+	@echo "make demo | test | lint | build-<flavor> | sif-<flavor> | render-<flavor> | base-debian | golden | bench | clean"
+	@echo "flavors: $(FLAVORS)"
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+$(addprefix build-,$(FLAVORS)): build-%: venv
+	$(HPCAI) build $*
+
+$(addprefix sif-,$(FLAVORS)): sif-%: venv
+	$(HPCAI) sif $*
+
+$(addprefix render-,$(FLAVORS)): render-%: venv
+	$(HPCAI) render $* --format docker
+
+# A local Debian base image (mmdebstrap + docker import) for machines without a registry.
+base-debian:
+	bash tests/infra/docker-up.sh
+
+# Build the small CPU image and run a payload locally, printing a results table.
+demo: venv base-debian
+	bash tests/infra/demo.sh
+
+# Start what the tests need (docker, the Slurm test cluster, charliecloud), then run them all.
+test: venv
+	bash tests/infra/up.sh
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+test-unit: venv
+	$(VENV)/bin/pytest tests/unit tests/hooks $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/python -m hpcai.lint
+
+golden: venv
+	HPCAI_REGEN_GOLDEN=1 $(VENV)/bin/pytest tests/unit -k golden -q
+
+bench: venv
+	for b in benchmarks/*.py; do $(VENV)/bin/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

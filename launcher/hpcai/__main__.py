@@ -1,0 +1,3 @@
+from hpcai.cli.main import run
+
+run()

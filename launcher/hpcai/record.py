@@ -1,0 +1,76 @@
+"""Run records: the folder every launch leaves behind, read later by `hpcai results`.
+
+Layout of `runs/<YYYYmmdd-HHMMSS>-<payload>[-<jobid>]/` (or `--output-dir`):
+
+    plan.json     what was asked and what ran (argv and environment already redacted)
+    status.json   how it ended: state, exit codes per step, failed ranks, wall time
+    logs/         rank-<N>.out / rank-<N>.err per rank (srun --output/--error with %t)
+    metrics.json  parsed metrics (written by hpcai.results after the run)
+    energy/       jpwr CSV files, one per node, when --energy was given
+
+A record is written into a hidden temporary sibling and renamed into place, so a reader never
+sees half a record and a second run never overwrites the first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+PLAN = "plan.json"
+STATUS = "status.json"
+METRICS = "metrics.json"
+LOGS = "logs"
+ENERGY = "energy"
+
+
+@dataclass
+class RunStatus:
+    state: str  # "completed" | "failed" | "cancelled" | "running"
+    exit_code: int | None = None
+    failed_ranks: list[int] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "exit_code", "wall_s"}]
+    wall_s: float | None = None
+    started: str | None = None
+    ended: str | None = None
+    message: str = ""
+
+
+def new_run_dir(root: Path, payload: str, job_id: str | None = None) -> Path:
+    """A fresh, unique record folder name under `root` (never an existing one)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = f"{stamp}-{payload}" + (f"-{job_id}" if job_id else "")
+    candidate, n = root / base, 1
+    while candidate.exists():
+        n += 1
+        candidate = root / f"{base}.{n}"
+    return candidate
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Atomic JSON write: a temporary file in the same folder, then rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def write_status(run_dir: Path, status: RunStatus) -> None:
+    write_json(run_dir / STATUS, asdict(status))
+
+
+def read_status(run_dir: Path) -> RunStatus | None:
+    p = run_dir / STATUS
+    return RunStatus(**read_json(p)) if p.exists() else None
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / PLAN).is_file()

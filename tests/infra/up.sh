@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Start every engine the test suite uses, installing what is missing (root + apt only):
+# Docker + a local Debian base, charliecloud, and the Slurm test cluster nid[001-004].
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+
+pkgs=()
+command -v ch-run >/dev/null || pkgs+=(charliecloud squashfuse squashfs-tools fuse3)
+command -v slurmd >/dev/null || pkgs+=(slurm-wlm munge)
+if ((${#pkgs[@]})) && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+  echo "up: installing ${pkgs[*]}" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
+fi
+
+bash "$here/docker-up.sh"
+if [ -x "$here/slurm-up.sh" ]; then bash "$here/slurm-up.sh"; fi
