@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Start a real Slurm test cluster on this one machine: munged, slurmctld and four
+# `slurmd -N nid00X` (nodes nid[001-004], one port, spool dir, pid file and log each).
+# Idempotent: daemons that already answer are left alone; a changed config restarts them.
+# Installs slurm-wlm + munge when missing (root + apt only). Needs root: jobs run as root.
+#
+# Settings (environment):
+#   HPCAI_SLURM_NODES      number of fake nodes (default 4 -> nid001..nid004)
+#   HPCAI_SLURM_CPUS       CPUs each node advertises (default 4; oversubscribes the machine)
+#   HPCAI_SLURM_IB_ALIASES 1 (default) also maps nid00Xi to 127.0.0.1, for the JSC suffix test
+#   HPCAI_SLURM_LOGS       log folder (default /var/log/hpcai-slurm)
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+NODES=${HPCAI_SLURM_NODES:-4}
+CPUS=${HPCAI_SLURM_CPUS:-4}
+IB_ALIASES=${HPCAI_SLURM_IB_ALIASES:-1}
+LOGS=${HPCAI_SLURM_LOGS:-/var/log/hpcai-slurm}
+STATE=/var/lib/hpcai-slurm
+RUN=/run/hpcai-slurm
+CONF=${SLURM_CONF:-/etc/slurm/slurm.conf}
+CTLD_PORT=6817
+FIRST_SLURMD_PORT=17001
+MARKER="hpcai-test-cluster"
+
+log() { printf 'slurm-up: %s\n' "$*" >&2; }
+node_names() { for i in $(seq 1 "$NODES"); do printf 'nid%03d\n' "$i"; done; }
+
+dump_logs() {
+  log "cluster did not come up; logs from $LOGS:"
+  for f in "$LOGS"/*.log; do
+    [ -f "$f" ] || continue
+    printf '=== %s (last 40 lines) ===\n' "$f" >&2
+    tail -n 40 "$f" >&2
+  done
+  sinfo -N 2>&1 | sed 's/^/sinfo: /' >&2 || true
+}
+fail() { log "$*"; dump_logs; exit 1; }
+
+alive() {  # alive PIDFILE: the process named in the pid file exists
+  [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
+}
+
+[ "$(id -u)" -eq 0 ] || { log "must run as root (slurmd runs jobs as root here)"; exit 1; }
+
+if ! command -v slurmd >/dev/null || ! command -v munged >/dev/null; then
+  command -v apt-get >/dev/null || { log "slurm-wlm/munge missing and no apt-get"; exit 1; }
+  log "installing slurm-wlm munge"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
+fi
+
+# --- host names: MASTER_ADDR=nid001 (and the JSC-style nid001i) must resolve -----------------
+for n in $(node_names); do
+  names=$n
+  [ "$IB_ALIASES" = 1 ] && names="$names ${n}i"
+  for name in $names; do
+    getent hosts "$name" >/dev/null || printf '127.0.0.1 %s\n' "$name" >>/etc/hosts
+  done
+done
+
+# --- munge --------------------------------------------------------------------------------------
+mkdir -p "$LOGS" "$STATE/ctld" "$RUN"
+if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+  [ -s /etc/munge/munge.key ] || {
+    log "creating /etc/munge/munge.key"
+    dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 status=none
+    chown munge:munge /etc/munge/munge.key 2>/dev/null || true
+    chmod 400 /etc/munge/munge.key
+  }
+  mkdir -p /run/munge /var/log/munge /var/lib/munge
+  chown munge:munge /run/munge /var/log/munge /var/lib/munge 2>/dev/null || true
+  log "starting munged"
+  if id munge >/dev/null 2>&1 && command -v runuser >/dev/null; then
+    runuser -u munge -- munged
+  else
+    munged --force
+  fi
+  for _ in $(seq 1 20); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.5; done
+  munge -n | unmunge >/dev/null || fail "munged does not answer"
+fi
+
+# --- slurm.conf ---------------------------------------------------------------------------------
+host=$(hostname)
+nodes_block=""
+port=$FIRST_SLURMD_PORT
+for n in $(node_names); do
+  nodes_block+="NodeName=$n NodeHostname=$host NodeAddr=127.0.0.1 Port=$port"$'\n'
+  port=$((port + 1))
+done
+rendered=$(sed -e "s|@HOST@|$host|g" -e "s|@CTLD_PORT@|$CTLD_PORT|g" -e "s|@STATE@|$STATE|g" \
+  -e "s|@RUN@|$RUN|g" -e "s|@LOGS@|$LOGS|g" -e "s|@CPUS@|$CPUS|g" "$here/slurm/slurm.conf.in")
+rendered=${rendered/@NODES@/${nodes_block%$'\n'}}
+
+mkdir -p "$(dirname "$CONF")"
+if [ -f "$CONF" ] && ! grep -q "$MARKER" "$CONF"; then
+  log "moving a foreign $CONF aside to $CONF.hpcai-orig"
+  mv "$CONF" "$CONF.hpcai-orig"
+fi
+if [ ! -f "$CONF" ] || [ "$(cat "$CONF")" != "$rendered" ]; then
+  if [ -f "$CONF" ]; then
+    log "config changed: restarting the cluster"
+    bash "$here/slurm-down.sh"
+  fi
+  printf '%s\n' "$rendered" >"$CONF"
+fi
+
+# --- daemons ------------------------------------------------------------------------------------
+if ! alive "$RUN/slurmctld.pid"; then
+  log "starting slurmctld"
+  slurmctld -i || fail "slurmctld failed to start"
+fi
+for _ in $(seq 1 60); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.5; done
+scontrol ping 2>/dev/null | grep -q UP || fail "slurmctld does not answer scontrol ping"
+
+for n in $(node_names); do
+  if ! alive "$RUN/slurmd-$n.pid"; then
+    mkdir -p "$STATE/spool-$n"
+    log "starting slurmd -N $n"
+    slurmd -N "$n" || fail "slurmd -N $n failed to start"
+  fi
+done
+
+# --- wait for every node to be idle ---------------------------------------------------------------
+want=$NODES
+for i in $(seq 1 120); do
+  idle=$(sinfo -h -N -t idle -o '%N' 2>/dev/null | sort -u | wc -l)
+  [ "$idle" -ge "$want" ] && break
+  # A node left DOWN/DRAIN by an earlier run (or unknown reboot) is brought back.
+  if [ $((i % 10)) -eq 0 ]; then
+    bad=$(sinfo -h -N -t down,drain,fail -o '%N' 2>/dev/null | sort -u | paste -sd, -)
+    [ -n "$bad" ] && scontrol update NodeName="$bad" State=RESUME 2>/dev/null || true
+  fi
+  sleep 0.5
+done
+[ "$idle" -ge "$want" ] || fail "only $idle of $want nodes are idle after 60 s"
+
+# Smoke test: one task per node, each on a different fake node.
+seen=$(timeout 60 srun -N "$NODES" -n "$NODES" --ntasks-per-node=1 printenv SLURMD_NODENAME 2>&1 |
+  sort -u | paste -sd, -) || fail "srun smoke test failed: $seen"
+[ "$seen" = "$(node_names | paste -sd, -)" ] || fail "srun smoke test saw nodes '$seen'"
+log "cluster up: $seen idle (config $CONF, logs $LOGS)"
