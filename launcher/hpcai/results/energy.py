@@ -1,0 +1,184 @@
+"""Energy with jpwr: wrap each node's payload, detect a power source, read the CSV into Wh/W/J.
+
+`hpcai launch --energy` passes the payload's argv through `wrap_argv`. The wrapped command runs
+`python -m hpcai.results.energy` on each task: only the node's local rank 0 measures (NVML sees
+every GPU of the node, so one measurer per node), the other ranks `exec` the payload unchanged.
+jpwr's CLI drops its child's exit code, so the measured child is this module again in
+`--record-exit` mode: it runs the payload, writes its exit code to
+`energy/exit-code-<host>.txt`, and the outer wrapper returns that code.
+
+jpwr writes `power<suffix>.csv` (pandas: index, `timestamps` in epoch seconds, one W column per
+device such as `pynvml:0`) into `--df-out`; energy = Σ ½(Pᵢ+Pᵢ₊₁)·Δt / 3600 in Wh.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+METHODS = ("pynvml", "rocm", "gh", "gc")
+_LOCAL_RANK_VARS = ("SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "LOCAL_RANK")
+
+
+def wrap_argv(argv: list[str], energy_dir: str, methods: list[str] | None = None) -> list[str]:
+    """The payload argv wrapped so that one process per node measures power with jpwr.
+
+    methods: jpwr methods (default: detected on the node at run time).
+    """
+    chosen = ",".join(methods) if methods else "auto"
+    return [sys.executable, "-m", "hpcai.results.energy", "--dir", energy_dir,
+            "--methods", chosen, "--", *argv]
+
+
+def detect_power_source() -> list[str]:
+    """jpwr methods usable on this node ([] when there is nothing to measure)."""
+    found = []
+    if shutil.which("nvidia-smi") or Path("/dev/nvidiactl").exists():
+        found.append("pynvml")
+    if shutil.which("rocm-smi") or Path("/dev/kfd").exists():
+        found.append("rocm")
+    if glob.glob("/sys/class/hwmon/hwmon*/device/power1_oem_info"):  # GH200 module sensors
+        found.append("gh")
+    if shutil.which("gc-monitor"):
+        found.append("gc")
+    return found
+
+
+def jpwr_command() -> list[str] | None:
+    exe = shutil.which("jpwr")
+    return [exe] if exe else None
+
+
+def preflight(methods: list[str] | None = None) -> tuple[list[str], str | None]:
+    """(methods, None) when energy can be measured here, else ([], reason) — the run goes on."""
+    found = methods or detect_power_source()
+    if not found:
+        return [], ("--energy: no power source found (no NVIDIA/AMD GPU, GH200 sensors or Graphcore "
+                    "IPU on this node); running without energy measurement")
+    if jpwr_command() is None:
+        return [], "--energy: jpwr is not installed (pip install 'hpcai[energy]'); running without energy measurement"
+    return found, None
+
+
+def _local_rank() -> int:
+    for var in _LOCAL_RANK_VARS:
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return 0
+
+
+def _run_and_record(exit_file: Path, argv: list[str]) -> int:
+    code = subprocess.run(argv, check=False).returncode
+    exit_file.parent.mkdir(parents=True, exist_ok=True)
+    exit_file.write_text(f"{code}\n")
+    return code
+
+
+def _measure(energy_dir: Path, methods: str, argv: list[str]) -> int:
+    chosen = detect_power_source() if methods == "auto" else methods.split(",")
+    jpwr = jpwr_command()
+    host = socket.gethostname().split(".")[0]
+    exit_file = energy_dir / f"exit-code-{host}.txt"
+    if not chosen or jpwr is None:
+        print(f"hpcai-energy: no power source or jpwr on {host}; not measuring", file=sys.stderr)
+        return _run_and_record(exit_file, argv)
+    child = [sys.executable, "-m", "hpcai.results.energy", "--record-exit", str(exit_file), "--", *argv]
+    cmd = [*jpwr, "--methods", *chosen, "--df-out", str(energy_dir / host), "--df-filetype", "csv", "--", *child]
+    jpwr_rc = subprocess.run(cmd, check=False).returncode
+    try:
+        return int(exit_file.read_text().strip())
+    except (OSError, ValueError):
+        return jpwr_rc or 1
+
+
+def main(args: list[str]) -> int:
+    """`python -m hpcai.results.energy (--dir D --methods M | --record-exit F) -- cmd...`"""
+    if "--" not in args:
+        print("usage: python -m hpcai.results.energy --dir DIR --methods M -- cmd ...", file=sys.stderr)
+        return 2
+    split = args.index("--")
+    opts, argv = args[:split], args[split + 1:]
+    named = dict(zip(opts[::2], opts[1::2]))
+    if "--record-exit" in named:
+        return _run_and_record(Path(named["--record-exit"]), argv)
+    if _local_rank() != 0:
+        os.execvp(argv[0], argv)  # not the node's measurer: become the payload
+    return _measure(Path(named.get("--dir", "energy")), named.get("--methods", "auto"), argv)
+
+
+# ---- reading -------------------------------------------------------------------------------
+
+def read_power_csv(path: Path) -> tuple[list[float], dict[str, list[float]]]:
+    """(timestamps in s, {device column: watts}) from one jpwr power CSV."""
+    with path.open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    if not rows or "timestamps" not in rows[0]:
+        raise ValueError(f"{path}: not a jpwr power CSV (no 'timestamps' column)")
+    header = rows[0]
+    t_col = header.index("timestamps")
+    devices = {i: name for i, name in enumerate(header) if i != t_col and name}
+    times: list[float] = []
+    watts: dict[str, list[float]] = {name: [] for name in devices.values()}
+    for row in rows[1:]:
+        if len(row) < len(header):
+            continue  # a truncated last line (the node was killed)
+        times.append(float(row[t_col]))
+        for i, name in devices.items():
+            watts[name].append(float(row[i]))
+    return times, watts
+
+
+def _wh(times: list[float], values: list[float]) -> float:
+    joules = sum((values[i] + values[i + 1]) / 2 * (times[i + 1] - times[i]) for i in range(len(times) - 1))
+    return joules / 3600.0
+
+
+def summarize(energy_dir: Path) -> dict[str, Any] | None:
+    """Total Wh, duration and average W over every node's power CSV; None when there is none."""
+    files = sorted(energy_dir.rglob("power*.csv")) if energy_dir.is_dir() else []
+    if not files:
+        return None
+    total_wh, avg_w, duration, per_file = 0.0, 0.0, 0.0, {}
+    for f in files:
+        times, watts = read_power_csv(f)
+        if len(times) < 2:
+            continue
+        # On GH200 the gh:Module reading already includes the GPU: do not add NVML power too.
+        if any(name.startswith("gh:") for name in watts):
+            watts = {k: v for k, v in watts.items() if not k.startswith("pynvml:")}
+        wh = sum(_wh(times, v) for v in watts.values())
+        span = times[-1] - times[0]
+        total_wh += wh
+        avg_w += wh * 3600 / span if span > 0 else 0.0
+        duration = max(duration, span)
+        per_file[str(f.relative_to(energy_dir))] = {"wh": wh, "seconds": span, "devices": sorted(watts)}
+    if not per_file:
+        return None
+    return {"energy_wh": total_wh, "avg_power_w": avg_w, "seconds": duration, "files": per_file}
+
+
+def add_to_result(energy_dir: Path, result: Any) -> None:
+    """Add Wh, average W and J per sample/token/image to a ParseResult when energy was measured."""
+    from hpcai.results.metrics import LOWER, Metric
+
+    summary = summarize(energy_dir)
+    if summary is None:
+        return
+    result.details["energy"] = summary
+    result.metrics.append(Metric("energy_wh", summary["energy_wh"], "Wh", LOWER))
+    result.metrics.append(Metric("avg_power_w", summary["avg_power_w"], "W", LOWER))
+    rate = result.headline
+    if rate is not None and rate.unit.endswith("/s") and rate.value > 0 and not rate.unit.startswith(("GB", "MB")):
+        thing = rate.unit[:-2].rstrip("s") or "item"  # samples/s -> sample
+        result.metrics.append(Metric(f"joules_per_{thing}", summary["avg_power_w"] / rate.value, f"J/{thing}", LOWER))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,115 @@
+"""Hugging Face Trainer (`run_clm.py` and friends): metrics blocks, the final dict, *_results.json.
+
+Sources, best first: a `*_results.json` document (the text is one JSON object); the final dict
+line `{'train_runtime': 182.53, 'train_samples_per_second': 38.097, …}` (full precision,
+`ast.literal_eval`); the `***** train metrics *****` block (`H:MM:SS.cc` runtimes, `NNNGF` flos).
+A log with several runs (repetitions) yields one entry per run in details["runs"]; metrics are
+the mean over runs. `train_samples_per_second` is global (all ranks). The parameter count, GPU
+count and model name are picked from the log when printed, for the 6·N·D TFLOP/s estimate.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+
+from hpcai.results.metrics import HIGHER, LOWER, Metric, ParseResult
+from hpcai.results.parsers.common import FP, nothing_found, strip_prefixes, to_float
+
+_BLOCK = re.compile(r"^\*{5} (\w+) metrics \*{5}$")
+_KV = re.compile(r"^\s+(\w+)\s+=\s+(.+?)\s*$")
+_RUNTIME = re.compile(r"^(?:(\d+) days?, )?(\d+):(\d\d):(\d\d(?:\.\d+)?)$")
+_UNIT = re.compile(rf"^({FP})\s*(GF|MB)$")
+_PARAMS = re.compile(r"Number of trainable parameters = ([\d,]+)")
+_NGPU = re.compile(r"n_gpu: (\d+)")
+_MODEL = re.compile(r'"_name_or_path": "([^"]+)"')
+_BLOCKSIZE = re.compile(r"block_size\s*[=:]\s*(\d+)")
+_GLOBAL_BATCH = re.compile(r"Total train batch size \(.*?\) = ([\d,]+)")
+
+# name -> (unit, better); metrics reported when present
+_KNOWN = {
+    "train_samples_per_second": ("samples/s", HIGHER),
+    "train_steps_per_second": ("steps/s", HIGHER),
+    "train_runtime": ("s", LOWER),
+    "train_loss": ("loss", LOWER),
+    "eval_samples_per_second": ("samples/s", HIGHER),
+    "eval_loss": ("loss", LOWER),
+    "eval_accuracy": ("ratio", HIGHER),
+    "perplexity": ("ppl", LOWER),
+}
+
+
+def _value(text: str) -> float | None:
+    text = text.strip().replace(",", "")
+    if (m := _RUNTIME.match(text)):
+        days, h, mi, s = m.groups()
+        return int(days or 0) * 86400 + int(h) * 3600 + int(mi) * 60 + float(s)
+    if (m := _UNIT.match(text)):
+        scale = 1e9 if m.group(2) == "GF" else 1.0
+        return float(m.group(1)) * scale
+    return to_float(text)
+
+
+def _collect(lines: list[str]) -> tuple[list[dict], list[dict], list[dict]]:
+    """(train dicts from the final dict line, train blocks, eval blocks) in log order."""
+    dicts, train_blocks, eval_blocks = [], [], []
+    block: dict | None = None
+    for line in lines:
+        s = line.strip()
+        if s.startswith("{") and "train_runtime" in s:
+            try:
+                dicts.append(ast.literal_eval(s[: s.rfind("}") + 1]))
+            except (ValueError, SyntaxError):
+                pass
+        if (m := _BLOCK.match(s)):
+            block = {}
+            (train_blocks if m.group(1) == "train" else eval_blocks).append(block)
+            continue
+        if block is not None and (m := _KV.match(line)):
+            v = _value(m.group(2))
+            if v is not None:
+                block[m.group(1)] = v
+            continue
+        block = None
+    return dicts, train_blocks, eval_blocks
+
+
+def _json_doc(text: str) -> dict | None:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and any(k.startswith(("train_", "eval_")) for k in data) else None
+
+
+def parse(text: str) -> ParseResult:
+    lines = strip_prefixes(text)
+    doc = _json_doc(text.strip())
+    if doc is not None:
+        runs, evals = [doc], []
+    else:
+        dicts, train_blocks, evals = _collect(lines)
+        runs = dicts or train_blocks
+        # The block carries eval/perplexity figures the dict lacks: merge per run, by order.
+        for i, run in enumerate(runs):
+            if i < len(evals):
+                run.update({k: v for k, v in evals[i].items() if k not in run})
+    if not runs or not any("train_samples_per_second" in r or "eval_samples_per_second" in r for r in runs):
+        raise nothing_found("hf-trainer", "train/eval metrics ('***** train metrics *****' or the final dict)", text)
+    metrics = []
+    for name, (unit, better) in _KNOWN.items():
+        values = [float(r[name]) for r in runs if isinstance(r.get(name), (int, float))]
+        if values:
+            headline = name == "train_samples_per_second"
+            metrics.append(Metric(name, sum(values) / len(values), unit, better, headline))
+    if not any(m.headline for m in metrics):
+        metrics[0] = Metric(**{**metrics[0].to_dict(), "headline": True})
+    joined = "\n".join(lines)
+    details: dict = {"runs": runs, "repetitions": len(runs)}
+    for key, rx in (("n_params", _PARAMS), ("n_gpu", _NGPU), ("model", _MODEL),
+                    ("seq_len", _BLOCKSIZE), ("global_batch_size", _GLOBAL_BATCH)):
+        if (m := rx.search(joined)):
+            raw = m.group(1).replace(",", "")
+            details[key] = int(raw) if raw.isdigit() else raw
+    return ParseResult("hf-trainer", metrics, details)

@@ -1,0 +1,72 @@
+"""Megatron-LM iteration lines (CARAML's GPT benchmark).
+
+    iteration       50/    5000 | consumed samples: 51200 | elapsed time per iteration (ms): 617.4 | throughput per GPU (TFLOP/s/GPU): 168.2 | … |
+
+The rest of the line is split on `|` into `label: value` pairs. CARAML's patch prints seconds
+(`elapsed time per iteration (s)`) and `TFLOPs:`. The first logged interval is warm-up and is
+skipped when there are more. tokens/s = global batch × seq_len / seconds per iteration, when the
+log prints `global batch size` and the caller knows seq_len (details keep what was found).
+"""
+
+from __future__ import annotations
+
+import re
+
+from hpcai.results.metrics import HIGHER, LOWER, Metric, ParseResult
+from hpcai.results.parsers.common import FP, nothing_found, strip_prefixes, to_float
+
+_ITER = re.compile(r"iteration\s+(\d+)/\s*(\d+)\s*\|(.*)$")
+_SEQ = re.compile(r"seq[_-]length\s*[.=:\s]+\s*(\d+)")
+
+
+def _pairs(rest: str) -> dict[str, float]:
+    out = {}
+    for part in rest.split("|"):
+        if ":" in part:
+            label, _, value = part.rpartition(":")
+            v = to_float(value.strip().split()[0]) if value.strip() else None
+            if v is not None:
+                out[label.strip().lower()] = v
+    return out
+
+
+def _seconds(p: dict[str, float]) -> float | None:
+    for key, scale in (("elapsed time per iteration (ms)", 1e-3), ("elapsed time per iteration (s)", 1.0)):
+        if key in p:
+            return p[key] * scale
+    return None
+
+
+def _tflops(p: dict[str, float]) -> float | None:
+    for key in p:
+        if "tflop" in key:
+            return p[key]
+    return None
+
+
+def parse(text: str) -> ParseResult:
+    lines = strip_prefixes(text)
+    iters = []
+    for line in lines:
+        if (m := _ITER.search(line)):
+            p = _pairs(m.group(3))
+            iters.append({"iteration": int(m.group(1)), "of": int(m.group(2)), **p})
+    if not iters:
+        raise nothing_found("megatron", "'iteration N/ M | …' lines", text)
+    steady = iters[1:] if len(iters) > 1 else iters  # first interval includes warm-up
+    secs = [s for s in (_seconds(i) for i in steady) if s is not None]
+    tfl = [t for t in (_tflops(i) for i in steady) if t is not None]
+    metrics = []
+    if tfl:
+        metrics.append(Metric("tflops_per_gpu", sum(tfl) / len(tfl), "TFLOP/s", HIGHER, headline=True,
+                              formula="Megatron's own 'throughput per GPU (TFLOP/s/GPU)', mean over logged intervals"))
+    if secs:
+        metrics.append(Metric("time_per_iteration", sum(secs) / len(secs), "s", LOWER, headline=not tfl))
+    gbs = next((i["global batch size"] for i in reversed(iters) if "global batch size" in i), None)
+    seq = _SEQ.search("\n".join(lines))
+    if secs and gbs and seq:
+        tokens = gbs * int(seq.group(1)) / (sum(secs) / len(secs))
+        metrics.append(Metric("tokens_per_second", tokens, "tokens/s", HIGHER, formula="global_batch * seq_len / time_per_iteration"))
+    if not metrics:
+        raise nothing_found("megatron", "iteration time or TFLOP/s", text)
+    return ParseResult("megatron", metrics, {"iterations": iters, "global_batch_size": gbs})

@@ -1,0 +1,166 @@
+"""Read run records and finalize them: parse a finished run's logs into metrics.json.
+
+The launcher writes plan.json, status.json and logs/; after the run it calls `finalize(run_dir)`,
+which picks the parser for plan.json's payload, parses rank 0's output (or, for `per_gpu` runs of
+N independent copies, every rank's output, summing throughputs), adds energy figures when
+energy/ holds power samples, and writes metrics.json. A parse failure is recorded in metrics.json
+as `error` (never as zeros) and never changes the launcher's status.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcai import record
+from hpcai.errors import HpcaiError, UsageError
+from hpcai.results.metrics import HIGHER, Metric, ParseResult
+
+ALL_RANKS = {"sanity"}  # parsers that need every rank's output, not rank 0's
+_RANK_LOG = re.compile(r"rank-(\d+)\.(out|err)$")
+
+
+@dataclass
+class RunRecord:
+    path: Path
+    plan: dict[str, Any]
+    status: dict[str, Any] = field(default_factory=dict)
+    result: ParseResult | None = None
+    error: str | None = None  # why there are no metrics (parse failure), if so
+
+    @property
+    def payload(self) -> str:
+        return str(self.plan.get("payload", "?"))
+
+    @property
+    def state(self) -> str:
+        return str(self.status.get("state", "unknown"))
+
+    @property
+    def nodes(self) -> int:
+        return int(self.plan.get("nodes") or 1)
+
+    @property
+    def ranks(self) -> int:
+        return self.nodes * int(self.plan.get("ntasks_per_node") or 1)
+
+    @property
+    def devices(self) -> int:
+        gpus = self.plan.get("gpus_per_node")
+        return self.nodes * int(gpus) if gpus else self.ranks
+
+    @property
+    def system(self) -> str:
+        site, part = self.plan.get("site") or "local", self.plan.get("partition") or "*"
+        return f"{site}:{part}"
+
+    @property
+    def succeeded(self) -> bool:
+        return self.state == "completed" and self.result is not None and not self.error
+
+
+def rank_logs(run_dir: Path) -> dict[int, list[Path]]:
+    """rank -> [rank-N.out, rank-N.err] that exist (other *.out/*.err files count as rank 0)."""
+    logs: dict[int, list[Path]] = {}
+    log_dir = run_dir / record.LOGS
+    for p in sorted(log_dir.glob("*")) if log_dir.is_dir() else []:
+        m = _RANK_LOG.search(p.name)
+        if m:
+            logs.setdefault(int(m.group(1)), []).append(p)
+        elif p.suffix in (".out", ".err", ".log") and p.is_file():
+            logs.setdefault(0, []).append(p)
+    return logs
+
+
+def _combine_per_gpu(results: list[ParseResult]) -> ParseResult:
+    """N independent copies: throughputs (higher-is-better rates) add up, the rest is averaged."""
+    first = results[0]
+    combined = []
+    for m in first.metrics:
+        values = [r.get(m.name).value for r in results if r.get(m.name) is not None]
+        is_rate = m.better == HIGHER and "/s" in m.unit
+        value = sum(values) if is_rate else sum(values) / len(values)
+        combined.append(Metric(m.name, value, m.unit, m.better, m.headline, m.formula))
+    details = dict(first.details)
+    details["per_gpu_copies"] = len(results)
+    return ParseResult(first.parser, combined, details, first.warnings)
+
+
+def parse_run(run_dir: Path, plan: dict[str, Any]) -> ParseResult:
+    from hpcai.results.parsers import parse_files, parser_for_payload
+
+    parser = parser_for_payload(str(plan.get("payload", "")))
+    logs = rank_logs(run_dir)
+    if not logs:
+        raise UsageError(f"{run_dir}: no logs under {record.LOGS}/")
+    if plan.get("per_gpu") and len(logs) > 1:
+        return _combine_per_gpu([parse_files(parser, logs[r]) for r in sorted(logs)])
+    if parser in ALL_RANKS:
+        return parse_files(parser, [p for r in sorted(logs) for p in logs[r]])
+    first = min(logs)
+    try:
+        return parse_files(parser, logs[first])
+    except UsageError:
+        # Some launchers send everything to one rank's file, others only label lines: read all.
+        return parse_files(parser, [p for r in sorted(logs) for p in logs[r]])
+
+
+def _derived(run_dir: Path, plan: dict[str, Any], result: ParseResult) -> None:
+    """Add figures that need the plan: TFLOP/s (6·N·D) and energy per sample/token."""
+    from hpcai.results import energy, tflops
+
+    tflops.add_to_result(result, plan)
+    energy.add_to_result(run_dir / record.ENERGY, result)
+
+
+def finalize(run_dir: Path | str) -> ParseResult | None:
+    """Parse a finished run's logs into metrics.json; returns the result, or None on failure."""
+    run_dir = Path(run_dir)
+    plan = record.read_json(run_dir / record.PLAN) if (run_dir / record.PLAN).is_file() else {}
+    try:
+        result = parse_run(run_dir, plan)
+        _derived(run_dir, plan, result)
+    except HpcaiError as exc:
+        record.write_json(run_dir / record.METRICS, {"parser": None, "metrics": [], "error": str(exc)})
+        return None
+    record.write_json(run_dir / record.METRICS, result.to_dict())
+    return result
+
+
+def load(run_dir: Path) -> RunRecord:
+    """Read one record; parse its logs now if metrics.json is missing (older or copied records)."""
+    if not record.is_run_dir(run_dir):
+        raise UsageError(f"not a run record (no {record.PLAN}): {run_dir}")
+    plan = record.read_json(run_dir / record.PLAN)
+    status_path = run_dir / record.STATUS
+    status = record.read_json(status_path) if status_path.is_file() else {}
+    metrics_path = run_dir / record.METRICS
+    if not metrics_path.is_file():
+        finalize(run_dir)
+    data = record.read_json(metrics_path) if metrics_path.is_file() else {"error": "no metrics"}
+    if data.get("error") or not data.get("metrics"):
+        return RunRecord(run_dir, plan, status, None, data.get("error") or "no metrics")
+    return RunRecord(run_dir, plan, status, ParseResult.from_dict(data))
+
+
+def discover(paths: list[Path]) -> list[Path]:
+    """Run-record folders named directly or found one or two levels below (runs/, sweeps)."""
+    found: list[Path] = []
+    for p in paths:
+        if not p.exists():
+            raise UsageError(f"no such run record or folder: {p}")
+        if record.is_run_dir(p):
+            found.append(p)
+            continue
+        below = [q.parent for q in [*p.glob(f"*/{record.PLAN}"), *p.glob(f"*/*/{record.PLAN}")]]
+        # Hidden folders are records still being written (see hpcai.record): skip them.
+        found.extend(sorted(q for q in below if not any(part.startswith(".") for part in q.relative_to(p).parts)))
+    if not found:
+        raise UsageError(f"no run records (folders with {record.PLAN}) in: {', '.join(map(str, paths))}")
+    return sorted(dict.fromkeys(found))
+
+
+def load_all(paths: list[Path]) -> list[RunRecord]:
+    return [load(p) for p in discover(paths)]

@@ -1,0 +1,58 @@
+"""Model-FLOPs estimates recorded next to the measured throughput, with the formula named.
+
+HF causal LM (what HPC centres use for fine-tuning runs):
+    TFLOP/s per GPU = samples/s × 6 × N_params × seq_len / GPUs / 1e12
+Megatron prints its own per-GPU figure (`throughput per GPU (TFLOP/s/GPU)`), kept as is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpcai.results.metrics import HIGHER, Metric, ParseResult
+
+FORMULA_6ND = "samples_per_second * 6 * n_params * seq_len / gpus / 1e12"
+
+# Parameter counts of models our payloads use by default (when the log does not print them).
+KNOWN_PARAMS = {
+    "gpt2": 124_439_808,
+    "gpt2-medium": 354_823_168,
+    "gpt2-large": 774_030_080,
+    "gpt2-xl": 1_557_611_200,
+    "meta-llama/Llama-2-7b-hf": 6_738_415_616,
+}
+
+
+def causal_lm_tflops(samples_per_s: float, n_params: float, seq_len: int, gpus: int) -> float:
+    """6·N·D per GPU in TFLOP/s (D = tokens per second = samples/s × seq_len)."""
+    return samples_per_s * 6.0 * n_params * seq_len / max(gpus, 1) / 1e12
+
+
+def _num(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def add_to_result(result: ParseResult, plan: dict[str, Any]) -> None:
+    """Add `tflops_per_gpu` to an HF result when parameters and sequence length are known."""
+    if result.parser != "hf-trainer" or result.get("tflops_per_gpu"):
+        return
+    sps = result.get("train_samples_per_second")
+    if sps is None:
+        return
+    pvars = plan.get("payload_vars") or {}
+    n_params = _num(pvars.get("n_params")) or _num(result.details.get("n_params"))
+    model = pvars.get("model") or result.details.get("model")
+    n_params = n_params or KNOWN_PARAMS.get(str(model))
+    seq_len = _num(pvars.get("seq_len") or pvars.get("block_size") or result.details.get("seq_len"))
+    nodes = int(plan.get("nodes") or 1)
+    gpus = nodes * int(plan.get("gpus_per_node") or plan.get("ntasks_per_node") or 0)
+    gpus = gpus or int(result.details.get("n_gpu") or 1)
+    if not n_params or not seq_len:
+        result.warnings.append("TFLOP/s not computed: parameter count or sequence length unknown")
+        return
+    value = causal_lm_tflops(sps.value, n_params, int(seq_len), gpus)
+    result.metrics.append(Metric("tflops_per_gpu", value, "TFLOP/s", HIGHER, False, FORMULA_6ND))
+    result.details["tflops_inputs"] = {"n_params": n_params, "seq_len": int(seq_len), "gpus": gpus}
