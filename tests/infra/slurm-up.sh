@@ -129,7 +129,7 @@ for i in $(seq 1 120); do
   # A node left DOWN/DRAIN by an earlier run (or unknown reboot) is brought back.
   if [ $((i % 10)) -eq 0 ]; then
     bad=$(sinfo -h -N -t down,drain,fail -o '%N' 2>/dev/null | sort -u | paste -sd, -)
-    [ -n "$bad" ] && scontrol update NodeName="$bad" State=RESUME 2>/dev/null || true
+    if [ -n "$bad" ]; then scontrol update NodeName="$bad" State=RESUME 2>/dev/null || true; fi
   fi
   sleep 0.5
 done
