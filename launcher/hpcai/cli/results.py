@@ -1,9 +1,181 @@
-"""CLI commands: results (placeholder until its issue lands)."""
+"""CLI commands: `hpcai results parse|show|export|compare|plot`.
+
+Human tables go to stderr (Rich), machine output (JSON, CSV) to stdout. Everything heavy
+(parsers, matplotlib) is imported inside the commands.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
+
+results_app = typer.Typer(
+    help="Turn run records and logs into metrics, comparisons, exports and plots.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+)
+
+RUNS_HELP = "Run-record folders, or folders holding them (runs/, a sweep folder). Default: ./runs"
+
+
+def _records(paths: list[Path] | None):
+    from hpcai.results.records import load_all
+
+    return load_all(list(paths) if paths else [Path("runs")])
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.4e}"
+
+
+@results_app.command("parse")
+def parse_cmd(
+    files: list[Path] = typer.Argument(..., help="Log files (stdout and/or stderr of any run, hpcai's or not)."),
+    payload: str = typer.Option(..., "--payload", "-p", help="Payload or parser name (nccl-tests, osu, hf-clm, …)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (metrics with unit and direction, plus details)."),
+) -> None:
+    """Parse log files with a payload's parser and print the metrics."""
+    import json
+
+    from hpcai.console import err, out
+    from hpcai.results.parsers import parse_files, parser_for_payload
+
+    result = parse_files(parser_for_payload(payload), files)
+    if as_json:
+        out.print(json.dumps(result.to_dict(), indent=2, default=str), markup=False, highlight=False)
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{result.parser}: {', '.join(map(str, files))}")
+    for col in ("metric", "value", "unit", "better", "formula"):
+        table.add_column(col)
+    for m in result.metrics:
+        table.add_row(("* " if m.headline else "  ") + m.name, _fmt(m.value), m.unit, m.better, m.formula or "")
+    out.print(table)
+    for w in result.warnings:
+        err.print(f"[yellow]warning:[/] {w}")
+
+
+@results_app.command("show")
+def show_cmd(runs: Optional[list[Path]] = typer.Argument(None, help=RUNS_HELP)) -> None:
+    """Table of runs: payload, site, nodes × ranks, image, headline metric, status; sweeps add a scaling table."""
+    from rich.table import Table
+
+    from hpcai.console import out
+    from hpcai.results.sweep import aggregate
+
+    records = _records(runs)
+    table = Table(title="runs")
+    for col in ("run", "payload", "system", "nodes×ranks", "image", "metric", "value", "unit", "status"):
+        table.add_column(col)
+    for r in records:
+        head = r.result.headline if r.result else None
+        table.add_row(r.path.name, r.payload, r.system, f"{r.nodes}×{r.ranks}", str(r.plan.get("image") or "-"),
+                      head.name if head else "-", _fmt(head.value) if head else "-", head.unit if head else "",
+                      r.state if not r.error else f"{r.state}: {r.error}")
+    out.print(table)
+    scaling = aggregate(records)
+    if len({p.nodes for p in scaling}) > 1:
+        st = Table(title="scaling")
+        for col in ("series", "nodes", "runs", "metric", "mean", "min", "max", "efficiency"):
+            st.add_column(col)
+        for p in scaling:
+            st.add_row(p.series, str(p.nodes), str(p.runs), f"{p.metric} ({p.unit})", _fmt(p.mean), _fmt(p.min),
+                       _fmt(p.max), f"{p.efficiency:.2f}" if p.efficiency is not None else "-")
+        out.print(st)
+
+
+@results_app.command("export")
+def export_cmd(
+    runs: Optional[list[Path]] = typer.Argument(None, help=RUNS_HELP),
+    as_csv: bool = typer.Option(False, "--csv", help="CSV, one row per run (CARAML-style columns + provenance)."),
+    as_json: bool = typer.Option(False, "--json", help="JSON, one object per run, with every metric."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
+) -> None:
+    """Export runs as CSV or JSON."""
+    from hpcai.errors import UsageError
+    from hpcai.results import export
+
+    if as_csv == as_json:
+        raise UsageError("choose one format: --csv or --json")
+    text = export.to_csv(_records(runs)) if as_csv else export.to_json(_records(runs))
+    if output:
+        output.write_text(text)
+    else:
+        import sys
+
+        sys.stdout.write(text)
+
+
+@results_app.command("compare")
+def compare_cmd(
+    runs: Optional[list[Path]] = typer.Argument(None, help=RUNS_HELP),
+    baseline: Optional[Path] = typer.Option(None, "--baseline", "-b", help="Baselines TOML (references per system)."),
+    min_runs: int = typer.Option(4, "--min-runs", min=1, help="Fewest successful runs for a verdict (Mila: 4)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON rows and the suite score."),
+) -> None:
+    """Compare runs with references: stats, ratio, pass/fail, suite score. Exit 1 when something fails."""
+    import json
+
+    from rich.table import Table
+
+    from hpcai.console import out
+    from hpcai.results.baselines import load_baselines
+    from hpcai.results.compare import FAIL, PASS, compare
+
+    configs = load_baselines(baseline) if baseline else None
+    result = compare(_records(runs), configs, min_runs)
+    if as_json:
+        rows = [{"config": r.config, "system": r.system, "metric": r.metric, "unit": r.unit, "runs": r.runs,
+                 "n": r.stats.n if r.stats else 0, "mean": r.stats.mean if r.stats else None,
+                 "sd": r.stats.sd if r.stats else None, "sd_percent": r.stats.sd_percent if r.stats else None,
+                 "min": r.stats.min if r.stats else None, "max": r.stats.max if r.stats else None,
+                 "reference": r.reference.value if r.reference else None, "ratio": r.ratio, "verdict": r.verdict}
+                for r in result.rows]
+        out.print(json.dumps({"rows": rows, "score": result.score, "success_ratio": result.success_ratio,
+                              "failed": result.failed}, indent=2), markup=False, highlight=False)
+    else:
+        table = Table(title="comparison")
+        for col in ("configuration", "system", "metric", "n", "mean", "sd%", "min", "max", "reference", "ratio",
+                    "verdict"):
+            table.add_column(col)
+        colour = {PASS: "green", FAIL: "red"}
+        for r in result.rows:
+            s = r.stats
+            table.add_row(r.config, r.system, f"{r.metric} ({r.unit})", str(s.n if s else 0), _fmt(s and s.mean),
+                          f"{s.sd_percent:.1f}" if s else "-", _fmt(s and s.min), _fmt(s and s.max),
+                          _fmt(r.reference.value) if r.reference else "-", _fmt(r.ratio),
+                          f"[{colour.get(r.verdict, 'yellow')}]{r.verdict}[/]")
+        out.print(table)
+        score = "-" if result.score is None else f"{result.score:.3f}"
+        out.print(f"suite score {score} (success ratio {result.succeeded}/{result.runs})")
+    if result.failed:
+        raise typer.Exit(1)
+
+
+@results_app.command("plot")
+def plot_cmd(
+    runs: Optional[list[Path]] = typer.Argument(None, help=RUNS_HELP),
+    output: Path = typer.Option(..., "--output", "-o", help="Image file (.png, .svg, .pdf)."),
+    kind: str = typer.Option("auto", "--kind", help="auto, bars, scaling or busbw."),
+) -> None:
+    """Plot runs: bars with min–max error bars, scaling curves for sweeps, busbw vs size."""
+    from hpcai.console import err
+    from hpcai.errors import unknown
+    from hpcai.results import plot
+
+    kinds = ("auto", "bars", "scaling", "busbw")
+    if kind not in kinds:
+        raise unknown("plot kind", kind, kinds)
+    fig = plot.auto(_records(runs), kind)
+    plot.save(fig, output)
+    err.print(f"wrote {output} ({plot.series_count(fig)} series)")
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
+    app.add_typer(results_app, name="results", rich_help_panel="Results")

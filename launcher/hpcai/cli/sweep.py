@@ -1,9 +1,45 @@
-"""CLI commands: sweep (placeholder until its issue lands)."""
+"""CLI command: `hpcai sweep --nodes 1,2,4,8 [--var batch_size=32,64] PAYLOAD` — scaling series."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
 
 import typer
 
 
+def sweep(
+    payload: str = typer.Argument(..., help="Payload to run at every point."),
+    nodes: str = typer.Option(..., "--nodes", "-N", help="Node counts, comma-separated: 1,2,4,8."),
+    var: Optional[list[str]] = typer.Option(None, "--var", help="Payload variable values: NAME=V1,V2 (repeatable)."),
+    site: Optional[str] = typer.Option(None, "--site", help="Site profile (default: detected)."),
+    partition: Optional[str] = typer.Option(None, "--partition", "-p", help="Slurm partition."),
+    image: Optional[str] = typer.Option(None, "--image", help="Image to run (tag, SIF or SquashFS)."),
+    ntasks_per_node: Optional[int] = typer.Option(None, "--ntasks-per-node", help="Ranks per node."),
+    output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Sweep folder (default runs/sweep-<time>)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
+) -> None:
+    """Run or submit a payload over node counts (× variable values): one run record per point."""
+    import time
+
+    from hpcai.console import err, out
+    from hpcai.results import sweep as sw
+
+    node_list = sw.parse_nodes(nodes)
+    variables = sw.parse_vars(var or [])
+    pts = sw.points(node_list, variables)
+    if dry_run:
+        for p in pts:
+            extra = " ".join(f"{k}={v}" for k, v in p["payload_vars"].items())
+            out.print(f"{payload} nodes={p['nodes']} {extra}".rstrip(), markup=False)
+        return
+    base = {k: v for k, v in (("site", site), ("partition", partition), ("image", image),
+                              ("ntasks_per_node", ntasks_per_node)) if v is not None}
+    folder = output_dir or Path("runs") / time.strftime("sweep-%Y%m%d-%H%M%S")
+    run_dirs = sw.run_sweep(payload, node_list, variables, folder, base)
+    err.print(f"sweep of {len(run_dirs)} runs in {folder}; see `hpcai results show {folder}`")
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
+    app.command("sweep", rich_help_panel="Launch")(sweep)

@@ -1,0 +1,118 @@
+"""Compare runs with baselines: per configuration and metric, stats, reference, ratio, verdict.
+
+Runs are grouped by configuration (payload, system, geometry, payload variables). A verdict is
+`pass`, `fail`, `too few runs` (fewer successful runs than `min_count`), `no reference`, or
+`fail` when no run of the configuration produced the metric. The suite score is the weighted
+geometric mean of normalized ratios (value/reference, inverted for lower-is-better metrics) over
+every judged metric, multiplied by the success ratio (successful runs / runs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hpcai.results.baselines import Configuration, Reference, find
+from hpcai.results.records import RunRecord
+from hpcai.results.stats import DEFAULT_MIN_COUNT, Stats, describe, weighted_geomean
+
+PASS, FAIL, TOO_FEW, NO_REF = "pass", "fail", "too few runs", "no reference"
+
+
+@dataclass
+class Row:
+    config: str
+    system: str
+    metric: str
+    unit: str
+    better: str
+    runs: int
+    stats: Stats | None
+    reference: Reference | None
+    verdict: str
+    weight: float = 1.0
+
+    @property
+    def ratio(self) -> float | None:
+        if self.stats is None or self.reference is None or not self.reference.value:
+            return None
+        return self.stats.mean / self.reference.value
+
+    @property
+    def normalized(self) -> float | None:
+        """Ratio where > 1 is always better (lower-is-better metrics inverted)."""
+        r = self.ratio
+        if r is None or r <= 0:
+            return None
+        return r if self.better == "higher" else 1.0 / r
+
+
+@dataclass
+class Comparison:
+    rows: list[Row] = field(default_factory=list)
+    runs: int = 0
+    succeeded: int = 0
+
+    @property
+    def failed(self) -> bool:
+        """A metric out of bounds, or a run that failed (CI must see both)."""
+        return any(r.verdict == FAIL for r in self.rows) or self.succeeded < self.runs
+
+    @property
+    def success_ratio(self) -> float:
+        return self.succeeded / self.runs if self.runs else 0.0
+
+    @property
+    def score(self) -> float | None:
+        judged = [r for r in self.rows if r.verdict in (PASS, FAIL) and r.normalized]
+        if not judged:
+            return None
+        return weighted_geomean([r.normalized for r in judged], [r.weight for r in judged]) * self.success_ratio
+
+
+def config_key(rec: RunRecord) -> str:
+    """`payload nodes=N ntasks_per_node=M [var=value …]`: what makes runs comparable."""
+    plan = rec.plan
+    parts = [rec.payload, f"nodes={rec.nodes}", f"ntasks_per_node={plan.get('ntasks_per_node') or 1}"]
+    parts += [f"{k}={v}" for k, v in sorted((plan.get("payload_vars") or {}).items())]
+    return " ".join(parts)
+
+
+def group(records: list[RunRecord]) -> dict[tuple[str, str], list[RunRecord]]:
+    groups: dict[tuple[str, str], list[RunRecord]] = {}
+    for rec in records:
+        groups.setdefault((config_key(rec), rec.system), []).append(rec)
+    return groups
+
+
+def _row(key: str, system: str, runs: list[RunRecord], metric: str, ref: Reference | None,
+         weight: float, min_count: int) -> Row:
+    found = [m for r in runs if r.succeeded and r.result for m in [r.result.get(metric)] if m is not None]
+    unit = found[0].unit if found else (ref.unit if ref else "")
+    better = found[0].better if found else "higher"
+    if not found:
+        return Row(key, system, metric, unit, better, len(runs), None, ref, FAIL if ref else NO_REF, weight)
+    stats = describe([m.value for m in found])
+    if ref is None:
+        verdict = NO_REF
+    elif stats.n < min_count:
+        verdict = TOO_FEW
+    else:
+        verdict = PASS if ref.accepts(stats.mean) else FAIL
+    return Row(key, system, metric, unit, better, len(runs), stats, ref, verdict, weight)
+
+
+def compare(records: list[RunRecord], baselines: list[Configuration] | None = None,
+            min_count: int = DEFAULT_MIN_COUNT) -> Comparison:
+    result = Comparison(runs=len(records), succeeded=sum(r.succeeded for r in records))
+    for (key, system), runs in group(records).items():
+        config: Configuration | None = find(baselines or [], runs[0].plan)
+        refs = config.references_for(system) if config else None
+        weight = config.weight if config else 1.0
+        if refs:
+            for metric, ref in refs.items():
+                result.rows.append(_row(key, system, runs, metric, ref, weight, min_count))
+            continue
+        heads = [r.result.headline for r in runs if r.result and r.result.headline]
+        metric = heads[0].name if heads else "(no metrics)"
+        result.rows.append(_row(key, system, runs, metric, None, weight, min_count))
+    return result
