@@ -1,0 +1,80 @@
+# shellcheck shell=sh disable=SC2154
+# (sourced by hpcai-entrypoint, which defines the hpcai_* functions and variables)
+# 30-ranks: torch.distributed variables from whichever launcher started this rank.
+#
+# One source family is used for all values, so a stale variable of another launcher never
+# mixes in: Open MPI (OMPI_COMM_WORLD_*), then Slurm (SLURM_*; unless PMI_RANK disagrees with
+# SLURM_PROCID, i.e. mpiexec inside an allocation), then PMI/PALS (PMI_*, PALS_*), then PMIx.
+# MASTER_ADDR falls back to the first host of SLURM_STEP_NODELIST/SLURM_JOB_NODELIST (or
+# $PBS_NODEFILE) and MASTER_PORT to 61000 + job id % 4536 (enroot's rule) when unset.
+
+_rk_family=''
+if [ -n "${OMPI_COMM_WORLD_RANK:-}" ]; then
+    _rk_family=ompi
+elif [ -n "${SLURM_PROCID:-}" ] && { [ -z "${PMI_RANK:-}" ] || [ "$PMI_RANK" = "$SLURM_PROCID" ]; }; then
+    _rk_family=slurm
+elif [ -n "${PMI_RANK:-}${PALS_RANKID:-}" ]; then
+    _rk_family=pmi
+elif [ -n "${PMIX_RANK:-}" ]; then
+    _rk_family=pmix
+fi
+
+# _rk_from VAR SOURCE...: set VAR from the first non-empty SOURCE variable.
+_rk_from() {
+    _rk_var=$1
+    shift
+    hpcai_first_of "$@" && hpcai_set "$_rk_var" "$hpcai_value"
+}
+
+case $_rk_family in
+    ompi)
+        _rk_from RANK OMPI_COMM_WORLD_RANK
+        _rk_from LOCAL_RANK OMPI_COMM_WORLD_LOCAL_RANK
+        _rk_from WORLD_SIZE OMPI_COMM_WORLD_SIZE
+        _rk_from LOCAL_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_SIZE
+        ;;
+    slurm)
+        _rk_from RANK SLURM_PROCID
+        _rk_from LOCAL_RANK SLURM_LOCALID
+        _rk_from WORLD_SIZE SLURM_STEP_NUM_TASKS SLURM_NTASKS SLURM_NPROCS
+        _rk_from NODE_RANK SLURM_NODEID
+        if hpcai_first_of SLURM_STEP_TASKS_PER_NODE SLURM_TASKS_PER_NODE; then
+            _rk_spec=$hpcai_value
+            if hpcai_tasks_on_node "$_rk_spec" "${SLURM_NODEID:-0}"; then
+                hpcai_set LOCAL_WORLD_SIZE "$hpcai_value"
+            else
+                hpcai_warn "cannot read tasks per node from '$_rk_spec'; LOCAL_WORLD_SIZE not set"
+            fi
+        elif [ -n "${SLURM_NTASKS_PER_NODE:-}" ]; then
+            hpcai_set LOCAL_WORLD_SIZE "$SLURM_NTASKS_PER_NODE"
+        elif hpcai_isset SLURM_TASKS_PER_NODE; then
+            hpcai_warn "SLURM_TASKS_PER_NODE is empty; LOCAL_WORLD_SIZE not set"
+        fi
+        ;;
+    pmi)
+        _rk_from RANK PMI_RANK PALS_RANKID
+        _rk_from LOCAL_RANK PMI_LOCAL_RANK PALS_LOCAL_RANKID MPI_LOCALRANKID
+        _rk_from WORLD_SIZE PMI_SIZE
+        _rk_from LOCAL_WORLD_SIZE PMI_LOCAL_SIZE MPI_LOCALNRANKS
+        _rk_from NODE_RANK PALS_NODEID
+        ;;
+    pmix)
+        _rk_from RANK PMIX_RANK
+        ;;
+esac
+
+if ! hpcai_isset MASTER_ADDR; then
+    if hpcai_first_of SLURM_STEP_NODELIST SLURM_JOB_NODELIST SLURM_NODELIST; then
+        hpcai_hostlist_first "$hpcai_value"
+        hpcai_set MASTER_ADDR "$hpcai_value"
+    elif [ -n "${PBS_NODEFILE:-}" ] && [ -r "$PBS_NODEFILE" ]; then
+        IFS= read -r _rk_host <"$PBS_NODEFILE" && [ -n "$_rk_host" ] && hpcai_set MASTER_ADDR "$_rk_host"
+    fi
+fi
+
+hpcai_first_of SLURM_JOB_ID PBS_JOBID
+_rk_job=${hpcai_value%%[!0-9]*}
+if [ -n "$_rk_job" ]; then
+    hpcai_decimal "$_rk_job"
+    hpcai_set MASTER_PORT "$((61000 + hpcai_value % 4536))"
+fi

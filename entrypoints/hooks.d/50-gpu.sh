@@ -1,0 +1,39 @@
+# shellcheck shell=sh disable=SC2154
+# (sourced by hpcai-entrypoint, which defines the hpcai_* functions and variables)
+# 50-gpu: optional one-GPU-per-rank selection when the scheduler did not bind GPUs.
+#
+# Opt-in (HPCAI_GPU_BIND=local-rank), because most payloads pick cuda:LOCAL_RANK among all
+# visible devices and would break if only one were visible. A CUDA_VISIBLE_DEVICES or
+# ROCR_VISIBLE_DEVICES already set (e.g. by srun --gpus-per-task) is left alone.
+# HPCAI_GPUS_PER_NODE wraps the index; HPCAI_GPU_VENDOR=cuda|rocm overrides detection.
+
+case ${HPCAI_GPU_BIND:-none} in
+    local-rank) ;;
+    none) return 0 ;;
+    *) hpcai_warn "unknown HPCAI_GPU_BIND=$HPCAI_GPU_BIND (valid: local-rank, none); not binding"; return 0 ;;
+esac
+if ! hpcai_is_uint "${LOCAL_RANK:-}"; then
+    hpcai_warn "HPCAI_GPU_BIND=local-rank but no local rank is known; not binding"
+    return 0
+fi
+
+_gp_vendor=${HPCAI_GPU_VENDOR:-}
+if [ -z "$_gp_vendor" ]; then
+    if [ -e /dev/kfd ]; then
+        _gp_vendor=rocm
+    elif [ -e /dev/nvidiactl ] || [ -n "${NVIDIA_VISIBLE_DEVICES:-}" ]; then
+        _gp_vendor=cuda
+    else
+        return 0
+    fi
+fi
+
+_gp_dev=$LOCAL_RANK
+if hpcai_is_uint "${HPCAI_GPUS_PER_NODE:-}" && [ "$HPCAI_GPUS_PER_NODE" -gt 0 ]; then
+    _gp_dev=$((LOCAL_RANK % HPCAI_GPUS_PER_NODE))
+fi
+case $_gp_vendor in
+    cuda) hpcai_set CUDA_VISIBLE_DEVICES "$_gp_dev" ;;
+    rocm) hpcai_set ROCR_VISIBLE_DEVICES "$_gp_dev" ;;
+    *) hpcai_warn "unknown HPCAI_GPU_VENDOR=$_gp_vendor (valid: cuda, rocm); not binding" ;;
+esac
