@@ -17,6 +17,7 @@ CPUS=${HPCAI_SLURM_CPUS:-4}
 IB_ALIASES=${HPCAI_SLURM_IB_ALIASES:-1}
 LOGS=${HPCAI_SLURM_LOGS:-/var/log/hpcai-slurm}
 STATE=/var/lib/hpcai-slurm
+SPOOL=/var/spool/slurmd
 RUN=/run/hpcai-slurm
 CONF=${SLURM_CONF:-/etc/slurm/slurm.conf}
 CTLD_PORT=6817
@@ -88,7 +89,7 @@ for n in $(node_names); do
   nodes_block+="NodeName=$n NodeHostname=$host NodeAddr=127.0.0.1 Port=$port"$'\n'
   port=$((port + 1))
 done
-rendered=$(sed -e "s|@HOST@|$host|g" -e "s|@CTLD_PORT@|$CTLD_PORT|g" -e "s|@STATE@|$STATE|g" \
+rendered=$(sed -e "s|@HOST@|$host|g" -e "s|@CTLD_PORT@|$CTLD_PORT|g" -e "s|@STATE@|$STATE|g" -e "s|@SPOOL@|$SPOOL|g" \
   -e "s|@RUN@|$RUN|g" -e "s|@LOGS@|$LOGS|g" -e "s|@CPUS@|$CPUS|g" "$here/slurm/slurm.conf.in")
 rendered=${rendered/@NODES@/${nodes_block%$'\n'}}
 
@@ -115,7 +116,7 @@ scontrol ping 2>/dev/null | grep -q UP || fail "slurmctld does not answer scontr
 
 for n in $(node_names); do
   if ! alive "$RUN/slurmd-$n.pid"; then
-    mkdir -p "$STATE/spool-$n"
+    mkdir -p "$SPOOL/$n" "$STATE/tmp-$n"
     log "starting slurmd -N $n"
     slurmd -N "$n" || fail "slurmd -N $n failed to start"
   fi
