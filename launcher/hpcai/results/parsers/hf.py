@@ -19,7 +19,7 @@ from hpcai.results.parsers.common import FP, nothing_found, strip_prefixes, to_f
 
 _BLOCK = re.compile(r"^\*{5} (\w+) metrics \*{5}$")
 _KV = re.compile(r"^\s+(\w+)\s+=\s+(.+?)\s*$")
-_RUNTIME = re.compile(r"^(?:(\d+) days?, )?(\d+):(\d\d):(\d\d(?:\.\d+)?)$")
+_RUNTIME = re.compile(r"^(?:(\d+) days?,? )?(\d+):(\d\d):(\d\d(?:\.\d+)?)$")
 _UNIT = re.compile(rf"^({FP})\s*(GF|MB)$")
 _PARAMS = re.compile(r"Number of trainable parameters = ([\d,]+)")
 _NGPU = re.compile(r"n_gpu: (\d+)")

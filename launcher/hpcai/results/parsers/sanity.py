@@ -22,7 +22,11 @@ def parse(text: str) -> ParseResult:
     for line in strip_prefixes(text):
         if (m := _LINE.search(line)):
             fields = ranks.setdefault(int(m.group(1)), {})
-            fields.update({k: v.strip() for k, v in _FIELD.findall(m.group(2))})
+            rest = m.group(2)
+            if rest.startswith("gpu="):  # the GPU description is free text and may hold '='
+                fields["gpu"] = rest[4:].strip()
+            else:
+                fields.update({k: v.strip() for k, v in _FIELD.findall(rest)})
     if not ranks:
         raise nothing_found("sanity", "'hpcai-sanity: rank=N …' lines", text)
     world = max((int(f["world_size"]) for f in ranks.values() if f.get("world_size", "").isdigit()),

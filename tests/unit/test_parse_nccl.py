@@ -1,0 +1,84 @@
+"""nccl-tests / rccl-tests parser on every documented variant (fixtures written from util.cu)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpcai.errors import UsageError
+from hpcai.results.parsers import parse_text
+
+LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
+
+
+def parse(name: str, parser: str = "nccl-tests"):
+    return parse_text(parser, (LOGS / name).read_text())
+
+
+def test_modern_table_columns_and_headline():
+    r = parse("nccl_allreduce_2.21.log")
+    assert r.headline.name == "busbw_avg" and r.headline.value == pytest.approx(61.2345)
+    assert r.get("busbw_max_size").value == pytest.approx(176.01)  # best of out-of-place / in-place
+    assert r.get("latency_min_size").value == pytest.approx(11.98)
+    assert r.details["nccl_version"] == "2.21.5+cuda12.4"
+    assert r.details["max_size"] == 134217728
+    assert len(r.details["rows"]) == 6
+    assert r.details["rows"][-1]["oop_wrong"] == 0 and r.details["rows"][-1]["root"] == -1
+    assert r.details["out_of_bounds_ok"] is True and r.warnings == []
+
+
+def test_old_format_without_root_has_error_column():
+    r = parse("nccl_old_noroot.log")
+    assert "root" not in r.details["columns"]
+    assert "oop_error" in r.details["columns"] and "ip_error" in r.details["columns"]
+    assert r.get("busbw_max_size").value == pytest.approx(7.98)
+    assert r.details["nccl_version"] == "2.7.8+cuda11.0"
+
+
+def test_na_wrong_counts_are_none_not_zero():
+    r = parse("nccl_na_wrong.log")
+    assert all(row["oop_wrong"] is None and row["ip_wrong"] is None for row in r.details["rows"])
+    assert r.get("busbw_max_size").value == pytest.approx(74.97)
+
+
+def test_scientific_notation():
+    r = parse("nccl_scientific.log")
+    assert r.headline.value == pytest.approx(162.05)
+    assert r.get("busbw_max_size").value == pytest.approx(324.0)
+    assert r.details["rows"][0]["oop_time"] == pytest.approx(12.34)
+
+
+def test_srun_label_prefix_gives_same_result():
+    plain, labelled = parse("nccl_allreduce_2.21.log"), parse("nccl_srun_label.log")
+    assert [m.to_dict() for m in labelled.metrics] == [m.to_dict() for m in plain.metrics]
+
+
+def test_truncated_log_keeps_complete_rows_and_warns():
+    r = parse("nccl_truncated.log")
+    assert r.get("busbw_avg") is None
+    assert r.headline.name == "busbw_max_size" and r.headline.value == pytest.approx(25.64)
+    assert any("truncated" in w for w in r.warnings)
+
+
+def test_rccl_uses_same_parser():
+    r = parse("rccl_allreduce.log", "rccl-tests")
+    assert r.parser == "rccl-tests" and r.details["nccl_version"] == "2.20.5+hip6.2"
+    assert r.headline.value == pytest.approx(61.2345)
+
+
+def test_wrong_payload_log_is_a_clear_error():
+    with pytest.raises(UsageError, match="nccl-tests: no size/time/algbw/busbw table"):
+        parse_text("nccl-tests", (LOGS / "hvd_pytorch.log").read_text())
+
+
+def test_empty_log_says_empty():
+    with pytest.raises(UsageError, match="log is empty"):
+        parse_text("nccl-tests", "")
+
+
+def test_wrong_count_is_warned():
+    text = (LOGS / "nccl_allreduce_2.21.log").read_text().replace(
+        "175.73      0   1429.8", "175.73      3   1429.8")
+    r = parse_text("nccl-tests", text)
+    assert r.details["wrong_sizes"] == [134217728] and any("#wrong" in w for w in r.warnings)

@@ -1,0 +1,168 @@
+"""Parsers for OSU, Horovod, DDP, HF Trainer, OpenCLIP, Megatron, tf_cnn, mpi-allreduce, sanity.
+
+Real logs from shared/samples (HF run_clm.py, OSU 7.5.2) and hand-written fixtures for each
+documented variant: launcher prefixes, stderr logging, JSON outputs, truncated logs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpcai.errors import UsageError
+from hpcai.results.parsers import parse_text, parser_for_payload
+
+LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
+SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "samples"
+if not SAMPLES.is_dir():  # a worktree elsewhere: the shared folder sits beside the main checkout
+    SAMPLES = Path("/work/shared/samples")
+
+
+def parse(parser: str, path: Path):
+    return parse_text(parser, path.read_text())
+
+
+@pytest.mark.skipif(not (SAMPLES / "hf_run_clm.log").is_file(), reason="shared/samples not present")
+def test_hf_real_log_with_repetitions():
+    r = parse("hf-clm", SAMPLES / "hf_run_clm.log")
+    runs = r.details["runs"]
+    assert r.details["repetitions"] == len(runs) >= 3
+    assert runs[0]["train_samples_per_second"] == pytest.approx(38.097)
+    assert runs[0]["train_runtime"] == pytest.approx(182.5347)  # full precision from the dict line
+    assert runs[0]["perplexity"] == pytest.approx(21.1048)  # merged from the eval block
+    mean = sum(x["train_samples_per_second"] for x in runs) / len(runs)
+    assert r.headline.name == "train_samples_per_second" and r.headline.value == pytest.approx(mean)
+    assert r.details["n_params"] == 124439808 and r.details["model"] == "gpt2" and r.details["n_gpu"] == 1
+
+
+@pytest.mark.skipif(not (SAMPLES / "osu_get_bw.txt").is_file(), reason="shared/samples not present")
+def test_osu_real_get_bw():
+    r = parse("osu", SAMPLES / "osu_get_bw.txt")
+    assert r.details["title"] == "MPI_Get Bandwidth" and r.details["version"] == "7.5.2"
+    assert r.headline.name == "bandwidth_4194304B" and r.headline.value == pytest.approx(24248.76)
+    assert r.headline.better == "higher" and r.headline.unit == "MB/s" and len(r.details["rows"]) == 23
+
+
+def test_osu_latency_headline_is_8_bytes_lower_is_better():
+    r = parse("osu", LOGS / "osu_allreduce_latency.txt")
+    assert r.headline.name == "latency_8B" and r.headline.value == pytest.approx(2.53)
+    assert r.headline.better == "lower" and r.headline.unit == "us"
+
+
+def test_osu_7x_tail_columns_and_validation():
+    r = parse("osu", LOGS / "osu_latency_7x_validation.txt")
+    assert r.details["columns"][1] == "P50 Tail Lat(us)"
+    assert r.details["rows"][1]["Validation"] == "Pass" and r.warnings == []
+    failing = (LOGS / "osu_latency_7x_validation.txt").read_text().replace("6.00              Pass", "6.00              Fail")
+    assert "validation failed" in parse_text("osu", failing).warnings[0]
+
+
+def test_osu_open_mpi_tag_prefix():
+    assert parse("osu", LOGS / "osu_get_bw_ompi_tag.txt").headline.value == pytest.approx(24248.76)
+
+
+def test_horovod_total_and_ci():
+    r = parse("hvd-synthetic", LOGS / "hvd_pytorch.log")
+    assert r.headline.name == "img_per_sec_total" and r.headline.value == pytest.approx(3247.6)
+    assert r.details["ci95_total"] == pytest.approx(9.6) and r.details["iterations"] == [812.3, 811.0, 812.8]
+    assert r.get("img_per_sec_per_device").value == pytest.approx(811.9)
+
+
+def test_horovod_cpu_with_srun_labels_and_noise():
+    r = parse("hvd-synthetic", LOGS / "hvd_tf_cpu_label.log")
+    assert r.headline.value == pytest.approx(10.4) and r.details["devices"] == 2
+
+
+def test_ddp_every_configuration_and_percentile():
+    r = parse("ddp-bench", LOGS / "ddp_bench.log")
+    configs = r.details["configurations"]
+    assert [c["config"] for c in configs] == ["no ddp", "1M/1G", "1M/2G", "1M/4G", "2M/4G"]
+    assert set(configs[0]["percentiles"]) == {"p50", "p75", "p90", "p95"}
+    assert configs[3]["percentiles"]["p95"] == {"sec_per_iter": 0.103, "ex_per_sec": 311.0, "ex_per_sec_total": 1244.0}
+    assert r.details["headline_config"] == "2M/4G"
+    assert r.headline.name == "ex_per_sec_total" and r.headline.value == pytest.approx(307 * 8)
+    assert r.get("scaling_efficiency").value == pytest.approx(307 / 329)
+
+
+def test_ddp_json_output():
+    r = parse("ddp-bench", LOGS / "ddp_bench.json")
+    assert r.headline.value == pytest.approx(32 / 0.1 * 2)
+
+
+def test_hf_results_json_and_torchrun_prefix():
+    assert parse("hf-clm", LOGS / "hf_train_results.json").headline.value == pytest.approx(38.097)
+    r = parse("hf-clm", LOGS / "hf_torchrun_stderr.log")
+    assert r.headline.value == pytest.approx(147.57) and r.details["global_batch_size"] == 32
+    assert r.details["n_params"] == 124439808
+
+
+def test_hf_metrics_block_only_with_days_runtime():
+    r = parse("hf-trainer", LOGS / "hf_block_only_days.log")
+    assert r.get("train_runtime").value == pytest.approx(86400 + 2 * 3600 + 3 * 60 + 4.5)
+    assert r.headline.value == pytest.approx(10.628)
+
+
+def test_openclip_total_time_skips_first_step():
+    r = parse("openclip", LOGS / "openclip_stderr.log")
+    assert r.headline.name == "total_time_secs" and r.headline.value == pytest.approx(2.050 + 2.040 + 2.060)
+    assert r.headline.better == "lower" and r.warnings == []
+    assert r.get("samples_per_s_per_gpu").value == pytest.approx((999.02 + 1003.9 + 994.17) / 3)
+
+
+def test_openclip_old_format_truncated_warns():
+    r = parse("openclip", LOGS / "openclip_old_truncated.log")
+    assert r.get("samples_per_s_per_gpu") is None
+    assert r.headline.value == pytest.approx(0.5 + 0.51) and "truncated" in r.warnings[0]
+
+
+def test_megatron_skips_warmup_and_derives_tokens():
+    r = parse("megatron", LOGS / "megatron.log")
+    assert r.headline.name == "tflops_per_gpu" and r.headline.value == pytest.approx((168.2 + 167.6) / 2)
+    assert "TFLOP/s/GPU" in r.headline.formula
+    secs = (0.6174 + 0.6196) / 2
+    assert r.get("time_per_iteration").value == pytest.approx(secs)
+    assert r.get("tokens_per_second").value == pytest.approx(1024 * 2048 / secs)
+
+
+def test_megatron_caraml_seconds_and_tflops_label():
+    r = parse("megatron", LOGS / "megatron_caraml.log")
+    assert r.headline.value == pytest.approx((168.51 + 167.13) / 2)
+    assert r.get("time_per_iteration").value == pytest.approx(2.42)
+
+
+def test_tf_cnn_total_and_truncated():
+    assert parse("tf-resnet50", LOGS / "tf_cnn.log").headline.value == pytest.approx(2314.98)
+    r = parse("tf-resnet50", LOGS / "tf_cnn_truncated.log")
+    assert r.headline.value == pytest.approx(2315.4) and "truncated" in r.warnings[0]
+
+
+def test_mpi_allreduce_table():
+    r = parse("mpi-allreduce", LOGS / "mpi_allreduce.log")
+    assert r.headline.name == "busbw_max_size" and r.headline.value == pytest.approx(2079.83)
+    assert r.get("latency_min_size").value == pytest.approx(12.31) and r.details["ranks"] == 4
+    assert r.warnings == []
+
+
+def test_sanity_counts_ranks_and_keeps_fields():
+    r = parse("sanity", LOGS / "sanity_label.log")
+    assert r.headline.value == 3 and r.get("ranks_missing").value == 1
+    assert r.details["hosts"] == ["nid001", "nid002"]
+    assert r.details["ranks"]["1"]["gpu"] == "NVIDIA H100 80GB HBM3 visible=1"
+    assert r.details["ranks"]["0"]["version"]  # MPI and libfabric fields kept
+
+
+@pytest.mark.parametrize("parser", ["osu", "hvd-synthetic", "ddp-bench", "hf-clm", "openclip", "megatron",
+                                    "tf-resnet50", "mpi-allreduce", "sanity"])
+def test_wrong_payload_and_empty_logs_are_errors(parser):
+    with pytest.raises(UsageError, match="no .* found"):
+        parse_text(parser, (LOGS / "nccl_allreduce_2.21.log").read_text())
+    with pytest.raises(UsageError, match="empty"):
+        parse_text(parser, "\n")
+
+
+def test_parser_lookup_by_payload_and_alias():
+    assert parser_for_payload("hf-clm") == "hf-trainer"
+    assert parser_for_payload("nccl-tests") == "nccl-tests"
+    with pytest.raises(UsageError, match="unknown parser 'nope'; valid: .*nccl-tests"):
+        parser_for_payload("nope")
