@@ -26,6 +26,18 @@ def _records(paths: list[Path] | None):
     return load_all(list(paths) if paths else [Path("runs")])
 
 
+def _print_table(table) -> None:
+    """Tables on stdout; when piped, wide enough that names are never cut to '…'."""
+    from rich.console import Console
+
+    from hpcai.console import out
+
+    if out.is_terminal:
+        out.print(table)
+    else:  # Console.print(width=) can only narrow, so a wide console for pipes and files
+        Console(width=250, highlight=False, color_system=None).print(table)
+
+
 def _fmt(value: float | None) -> str:
     if value is None:
         return "-"
@@ -55,7 +67,7 @@ def parse_cmd(
         table.add_column(col)
     for m in result.metrics:
         table.add_row(("* " if m.headline else "  ") + m.name, _fmt(m.value), m.unit, m.better, m.formula or "")
-    out.print(table)
+    _print_table(table)
     for w in result.warnings:
         err.print(f"[yellow]warning:[/] {w}")
 
@@ -77,7 +89,7 @@ def show_cmd(runs: Optional[list[Path]] = typer.Argument(None, help=RUNS_HELP)) 
         table.add_row(r.path.name, r.payload, r.system, f"{r.nodes}×{r.ranks}", str(r.plan.get("image") or "-"),
                       head.name if head else "-", _fmt(head.value) if head else "-", head.unit if head else "",
                       r.state if not r.error else f"{r.state}: {r.error}")
-    out.print(table)
+    _print_table(table)
     scaling = aggregate(records)
     if len({p.nodes for p in scaling}) > 1:
         st = Table(title="scaling")
@@ -86,7 +98,7 @@ def show_cmd(runs: Optional[list[Path]] = typer.Argument(None, help=RUNS_HELP)) 
         for p in scaling:
             st.add_row(p.series, str(p.nodes), str(p.runs), f"{p.metric} ({p.unit})", _fmt(p.mean), _fmt(p.min),
                        _fmt(p.max), f"{p.efficiency:.2f}" if p.efficiency is not None else "-")
-        out.print(st)
+        _print_table(st)
 
 
 @results_app.command("export")
@@ -150,7 +162,7 @@ def compare_cmd(
                           f"{s.sd_percent:.1f}" if s else "-", _fmt(s and s.min), _fmt(s and s.max),
                           _fmt(r.reference.value) if r.reference else "-", _fmt(r.ratio),
                           f"[{colour.get(r.verdict, 'yellow')}]{r.verdict}[/]")
-        out.print(table)
+        _print_table(table)
         score = "-" if result.score is None else f"{result.score:.3f}"
         out.print(f"suite score {score} (success ratio {result.succeeded}/{result.runs})")
     if result.failed:

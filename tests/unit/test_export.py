@@ -1,0 +1,86 @@
+"""Export: CARAML-style CSV columns with provenance, JSON with every metric; show table; parse CLI."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from hpcai.results.export import COLUMNS
+
+LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
+
+
+def make_run(root: Path, name: str, payload: str, log: str, **plan_extra) -> Path:
+    run = root / name
+    (run / "logs").mkdir(parents=True)
+    plan = {"payload": payload, "site": "jureca", "partition": "dc-gpu", "nodes": 2, "ntasks_per_node": 4,
+            "gpus_per_node": 4, "payload_vars": {"batch_size": "8", "model": "gpt2", "block_size": "1024"},
+            "image": "hpcai/pytorch-ngc:24.05", "image_digest": "sha256:abc", "job_id": "4242",
+            "image_labels": {"hpcai.nccl": "2.21.5", "org.opencontainers.image.title": "x"},
+            "hpcai_version": "0.1.0", "argv": ["srun", "python", "run_clm.py"], **plan_extra}
+    (run / "plan.json").write_text(json.dumps(plan))
+    (run / "status.json").write_text(json.dumps({"state": "completed", "wall_s": 200.5}))
+    (run / "logs" / "rank-0.out").write_text(log)
+    return run
+
+
+def test_csv_caraml_columns_and_provenance(tmp_path, hpcai):
+    make_run(tmp_path, "r1", "hf-clm", (LOGS / "hf_torchrun_stderr.log").read_text())
+    r = hpcai("results", "export", str(tmp_path), "--csv")
+    assert r.exit_code == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    assert list(rows[0]) == COLUMNS
+    row = rows[0]
+    assert (row["JobID"], row["System"], row["Nodes"], row["Devices"], row["Tasks/Node"]) == \
+        ("4242", "jureca:dc-gpu", "2", "8", "4")
+    # the log's "Total train batch size … = 32" wins over batch_size × devices
+    assert row["GlobalBatchSize"] == "32" and row["BatchSize/Device"] == "8"
+    assert (row["Metric"], row["Value"], row["Unit"]) == ("train_samples_per_second", "147.57", "samples/s")
+    # 6·N·D: 147.57 samples/s × 6 × 124,439,808 params × 1024 tokens / 8 GPUs
+    assert float(row["Avg_TFLOPs/GPU"]) == __import__("pytest").approx(147.57 * 6 * 124439808 * 1024 / 8 / 1e12)
+    assert row["ImageDigest"] == "sha256:abc" and row["HpcaiVersion"] == "0.1.0"
+    assert json.loads(row["ComponentVersions"]) == {"hpcai.nccl": "2.21.5"}
+    assert row["Runtime(s)"] == "200.5" and row["EnergyFile"] == ""
+
+
+def test_json_export_has_formula_and_argv(tmp_path, hpcai):
+    make_run(tmp_path, "r1", "hf-clm", (LOGS / "hf_torchrun_stderr.log").read_text())
+    data = json.loads(hpcai("results", "export", str(tmp_path), "--json").stdout)
+    tflops = next(m for m in data[0]["metrics"] if m["name"] == "tflops_per_gpu")
+    assert "6" in tflops["formula"] and "n_params" in tflops["formula"]
+    assert data[0]["argv"] == ["srun", "python", "run_clm.py"]
+
+
+def test_export_needs_one_format_and_existing_runs(tmp_path, hpcai):
+    make_run(tmp_path, "r1", "osu", (LOGS / "osu_allreduce_latency.txt").read_text())
+    assert hpcai("results", "export", str(tmp_path)).exit_code == 2
+    missing = hpcai("results", "export", str(tmp_path / "nope"), "--csv")
+    assert missing.exit_code == 2 and "no such run record" in missing.stderr
+
+
+def test_show_lists_runs_and_failed_parse(tmp_path, hpcai):
+    make_run(tmp_path, "good", "osu", (LOGS / "osu_allreduce_latency.txt").read_text())
+    make_run(tmp_path, "bad", "osu", "srun: error: nid001: task 0: Exited with exit code 1\n")
+    r = hpcai("results", "show", str(tmp_path))
+    assert r.exit_code == 0, r.stderr
+    assert "latency_8B" in r.stdout and "2×8" in r.stdout and "no '# OSU" in r.stdout
+    metrics = json.loads((tmp_path / "bad" / "metrics.json").read_text())
+    assert metrics["metrics"] == [] and "osu: no" in metrics["error"]  # never zeros
+
+
+def test_parse_cli_json_and_errors(tmp_path, hpcai):
+    r = hpcai("results", "parse", "--payload", "nccl-tests", str(LOGS / "nccl_allreduce_2.21.log"), "--json")
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["metrics"][0] == {"name": "busbw_avg", "value": 61.2345, "unit": "GB/s", "better": "higher",
+                                  "headline": True}
+    assert len(data["details"]["rows"]) == 6
+    wrong = hpcai("results", "parse", "-p", "osu", str(LOGS / "hvd_pytorch.log"))
+    assert wrong.exit_code == 2 and wrong.stderr.startswith("error: osu: no") and wrong.stderr.count("\n") == 1
+    (tmp_path / "empty.log").write_text("")
+    empty = hpcai("results", "parse", "-p", "osu", str(tmp_path / "empty.log"))
+    assert empty.exit_code == 2 and "log is empty" in empty.stderr
+    unknown = hpcai("results", "parse", "-p", "bogus", str(tmp_path / "empty.log"))
+    assert unknown.exit_code == 2 and "unknown parser 'bogus'; valid:" in unknown.stderr
