@@ -50,7 +50,7 @@ _hf_pick() {
         _hf_best=$1/libfabric.so.1
     fi
     case $_hf_versions in
-        ' '*' '*) hpcai_warn "several libfabric versions in $1 ($_hf_versions ); using the newest, ${_hf_best##*/}" ;;
+        ' '*' '*) hpcai_warn "several libfabric versions in $1 (${_hf_versions# }); using the newest, ${_hf_best##*/}" ;;
     esac
     _hf_chosen=$_hf_best
 }
@@ -64,12 +64,15 @@ _hf_private_dir() {
         hpcai_first_of SLURM_PROCID OMPI_COMM_WORLD_RANK PMI_RANK || hpcai_value=$$
         _hf_dir=$_hf_tmp/hpcai-$_hf_user-$SLURM_JOB_ID-${SLURM_STEP_ID:-0}-$hpcai_value
     else
+        # test -O: not POSIX, but dash, bash and busybox sh all have it
+        # shellcheck disable=SC3067
         for _hf_old in "$_hf_tmp/hpcai-$_hf_user-local-"*; do
             [ -d "$_hf_old" ] && [ -O "$_hf_old" ] && [ ! -d "/proc/${_hf_old##*-}" ] \
                 && rm -rf "$_hf_old"
         done
         _hf_dir=$_hf_tmp/hpcai-$_hf_user-local-$$
     fi
+    # shellcheck disable=SC3067
     if [ -e "$_hf_dir" ] && { [ ! -O "$_hf_dir" ] || [ -L "$_hf_dir" ]; }; then
         _hf_dir=$(mktemp -d "$_hf_tmp/hpcai-$_hf_user-XXXXXX") || return 1
     fi

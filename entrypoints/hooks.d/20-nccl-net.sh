@@ -7,12 +7,15 @@
 # provider present: forcing it makes NCCL fail instead of falling back to sockets, and
 # single-node steps often get no CXI service. The Slingshot defaults (sites.md 7.1) apply only
 # when the cxi provider was detected by host-fabric. When the base image ships its own plugin
-# under /opt/amazon (NGC >= 24.11), ours is LD_PRELOADed so that one is never picked up.
+# under /opt/amazon (NGC >= 24.11; HPCAI_VENDOR_OFI_DIR), ours is LD_PRELOADed so that one is
+# never picked up.
 # SLINGSHOT_*, SLURM_*, PMI*, PALS_* are never touched.
 
 _nn_lib=$HPCAI_PREFIX/lib
+_nn_vendor_dir=${HPCAI_VENDOR_OFI_DIR:-/opt/amazon}
 _nn_plugin=''
-if [ -e "$_nn_lib/librccl-net.so" ] && { [ -d /opt/rocm ] || [ ! -e "$_nn_lib/libnccl-net.so" ]; }; then
+hpcai_gpu_vendor
+if [ -e "$_nn_lib/librccl-net.so" ] && { [ "$hpcai_value" = rocm ] || [ ! -e "$_nn_lib/libnccl-net.so" ]; }; then
     _nn_plugin=$_nn_lib/librccl-net.so
 elif [ -e "$_nn_lib/libnccl-net.so" ]; then
     _nn_plugin=$_nn_lib/libnccl-net.so
@@ -20,7 +23,7 @@ fi
 
 if [ -n "$_nn_plugin" ]; then
     hpcai_set NCCL_NET_PLUGIN "$_nn_plugin"
-    if [ -d /opt/amazon/aws-ofi-nccl ] || [ -d /opt/amazon/ofi-nccl ]; then
+    if [ -d "$_nn_vendor_dir/aws-ofi-nccl" ] || [ -d "$_nn_vendor_dir/ofi-nccl" ]; then
         hpcai_path_add LD_PRELOAD "$_nn_plugin" front
     fi
 fi

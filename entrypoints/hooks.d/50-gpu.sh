@@ -5,7 +5,7 @@
 # Opt-in (HPCAI_GPU_BIND=local-rank), because most payloads pick cuda:LOCAL_RANK among all
 # visible devices and would break if only one were visible. A CUDA_VISIBLE_DEVICES or
 # ROCR_VISIBLE_DEVICES already set (e.g. by srun --gpus-per-task) is left alone.
-# HPCAI_GPUS_PER_NODE wraps the index; HPCAI_GPU_VENDOR=cuda|rocm overrides detection.
+# HPCAI_GPUS_PER_NODE wraps the index; HPCAI_GPU_VENDOR=cuda|rocm|none overrides detection.
 
 case ${HPCAI_GPU_BIND:-none} in
     local-rank) ;;
@@ -17,16 +17,9 @@ if ! hpcai_is_uint "${LOCAL_RANK:-}"; then
     return 0
 fi
 
-_gp_vendor=${HPCAI_GPU_VENDOR:-}
-if [ -z "$_gp_vendor" ]; then
-    if [ -e /dev/kfd ]; then
-        _gp_vendor=rocm
-    elif [ -e /dev/nvidiactl ] || [ -n "${NVIDIA_VISIBLE_DEVICES:-}" ]; then
-        _gp_vendor=cuda
-    else
-        return 0
-    fi
-fi
+hpcai_gpu_vendor
+_gp_vendor=$hpcai_value
+[ "$_gp_vendor" = none ] && return 0
 
 _gp_dev=$LOCAL_RANK
 if hpcai_is_uint "${HPCAI_GPUS_PER_NODE:-}" && [ "$HPCAI_GPUS_PER_NODE" -gt 0 ]; then
@@ -35,5 +28,5 @@ fi
 case $_gp_vendor in
     cuda) hpcai_set CUDA_VISIBLE_DEVICES "$_gp_dev" ;;
     rocm) hpcai_set ROCR_VISIBLE_DEVICES "$_gp_dev" ;;
-    *) hpcai_warn "unknown HPCAI_GPU_VENDOR=$_gp_vendor (valid: cuda, rocm); not binding" ;;
+    *) hpcai_warn "unknown HPCAI_GPU_VENDOR=$_gp_vendor (valid: cuda, rocm, none); not binding" ;;
 esac

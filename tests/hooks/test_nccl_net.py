@@ -1,0 +1,87 @@
+"""20-nccl-net: the image's OFI plugin, NCCL_NET only multi-node, Slingshot defaults on cxi."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SLINGSHOT_DEFAULTS = {
+    "NCCL_SOCKET_IFNAME": "hsn", "NCCL_NET_GDR_LEVEL": "PHB", "NCCL_CROSS_NIC": "1",
+    "NCCL_PROTO": "^LL128", "FI_MR_CACHE_MONITOR": "userfaultfd",
+    "FI_CXI_DISABLE_HOST_REGISTER": "1", "FI_CXI_DEFAULT_CQ_SIZE": "131072",
+    "FI_CXI_DEFAULT_TX_SIZE": "2048", "FI_CXI_RX_MATCH_MODE": "hybrid",
+    "FI_CXI_RDZV_EAGER_SIZE": "0", "FI_CXI_RDZV_THRESHOLD": "0", "FI_CXI_RDZV_GET_MIN": "0",
+    "MPICH_GPU_SUPPORT_ENABLED": "0", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+}
+
+
+@pytest.fixture
+def prefix(workdir) -> Path:
+    (workdir / "prefix/lib").mkdir(parents=True)
+    return workdir / "prefix"
+
+
+def env_for(prefix: Path, **extra: str) -> dict[str, str]:
+    return {"HPCAI_PREFIX": str(prefix), "HPCAI_VENDOR_OFI_DIR": str(prefix / "no-vendor"),
+            "HPCAI_GPU_VENDOR": "cuda", **extra}
+
+
+def test_plugin_only_without_cxi(run_entrypoint, prefix):
+    (prefix / "lib/libnccl-net.so").touch()
+    run = run_entrypoint(env_for(prefix, SLURM_JOB_NUM_NODES="4"), hooks=["nccl-net"])
+    assert run.exported() == {"NCCL_NET_PLUGIN": f"{prefix}/lib/libnccl-net.so"}
+
+
+def test_cxi_multi_node_forces_net_and_applies_defaults(run_entrypoint, prefix):
+    (prefix / "lib/libnccl-net.so").touch()
+    env = env_for(prefix, HPCAI_FABRIC_CXI="1", SLURM_JOB_NUM_NODES="2")
+    assert run_entrypoint(env, hooks=["nccl-net"]).exported() == {
+        "NCCL_NET_PLUGIN": f"{prefix}/lib/libnccl-net.so", "NCCL_NET": "AWS Libfabric",
+        **SLINGSHOT_DEFAULTS, "FI_HMEM_CUDA_USE_GDRCOPY": "1"}
+
+
+def test_cxi_single_node_does_not_force_net(run_entrypoint, prefix):
+    (prefix / "lib/libnccl-net.so").touch()
+    env = env_for(prefix, HPCAI_FABRIC_CXI="1", SLURM_JOB_NUM_NODES="4", SLURM_STEP_NUM_NODES="1")
+    got = run_entrypoint(env, hooks=["nccl-net"]).exported()
+    assert "NCCL_NET" not in got and got["FI_CXI_RX_MATCH_MODE"] == "hybrid"
+
+
+def test_cxi_without_plugin_never_forces_net(run_entrypoint, prefix):
+    env = env_for(prefix, HPCAI_FABRIC_CXI="1", SLURM_JOB_NUM_NODES="8")
+    assert run_entrypoint(env, hooks=["nccl-net"]).exported() == SLINGSHOT_DEFAULTS
+
+
+def test_rocm_uses_rccl_plugin_path(run_entrypoint, prefix):
+    (prefix / "lib/librccl-net.so").touch()
+    (prefix / "lib/libnccl-net.so").touch()  # the symlink OLCF adds; RCCL needs the path
+    env = env_for(prefix, HPCAI_GPU_VENDOR="rocm", HPCAI_FABRIC_CXI="1", SLURM_NNODES="2")
+    got = run_entrypoint(env, hooks=["nccl-net"]).exported()
+    assert got["NCCL_NET_PLUGIN"] == f"{prefix}/lib/librccl-net.so"
+    assert got["HSA_FORCE_FINE_GRAIN_PCIE"] == "1" and "FI_HMEM_CUDA_USE_GDRCOPY" not in got
+
+
+def test_site_overrides_and_slingshot_env_survive(run_entrypoint, prefix):
+    (prefix / "lib/libnccl-net.so").touch()
+    user = {"FI_MR_CACHE_MONITOR": "kdreg2", "FI_CXI_DEFAULT_TX_SIZE": "16384",
+            "NCCL_NET": "OFI", "NCCL_NET_PLUGIN": "/site/plugin/libnccl-net.so",
+            "SLINGSHOT_VNIS": "1234", "SLINGSHOT_SVC_IDS": "5", "PALS_APINFO": "/x"}
+    run = run_entrypoint(env_for(prefix, HPCAI_FABRIC_CXI="1", SLURM_JOB_NUM_NODES="2", **user),
+                         hooks=["nccl-net"])
+    assert {k: run.env[k] for k in user} == user
+    assert not set(user) & set(run.exported())
+
+
+def test_vendor_plugin_in_base_image_gets_ours_preloaded(run_entrypoint, prefix):
+    (prefix / "lib/libnccl-net.so").touch()
+    (prefix / "vendor/aws-ofi-nccl").mkdir(parents=True)
+    env = env_for(prefix, HPCAI_VENDOR_OFI_DIR=str(prefix / "vendor"), LD_PRELOAD="/user.so")
+    assert run_entrypoint(env, hooks=["nccl-net"]).exported() == {
+        "NCCL_NET_PLUGIN": f"{prefix}/lib/libnccl-net.so",
+        "LD_PRELOAD": f"{prefix}/lib/libnccl-net.so:/user.so"}
+
+
+def test_nothing_to_do_on_a_cpu_image(run_entrypoint, prefix):
+    run = run_entrypoint(env_for(prefix, SLURM_JOB_NUM_NODES="2"), hooks=["nccl-net"])
+    assert (run.exported(), run.stderr) == ({}, "")
