@@ -15,11 +15,13 @@ def sweep(
     site: Optional[str] = typer.Option(None, "--site", help="Site profile (default: detected)."),
     partition: Optional[str] = typer.Option(None, "--partition", "-p", help="Slurm partition."),
     image: Optional[str] = typer.Option(None, "--image", help="Image to run (tag, SIF or SquashFS)."),
+    runtime: Optional[str] = typer.Option(None, "--runtime", help="Container runtime (default: the site's)."),
     ntasks_per_node: Optional[int] = typer.Option(None, "--ntasks-per-node", help="Ranks per node."),
+    energy: bool = typer.Option(False, "--energy", help="Measure power with jpwr at every point."),
     output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Sweep folder (default runs/sweep-<time>)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
 ) -> None:
-    """Run or submit a payload over node counts (× variable values): one run record per point."""
+    """Run a payload over node counts (× variable values): one run record per point, in one sweep folder."""
     import time
 
     from hpcai.console import err, out
@@ -33,8 +35,10 @@ def sweep(
             extra = " ".join(f"{k}={v}" for k, v in p["payload_vars"].items())
             out.print(f"{payload} nodes={p['nodes']} {extra}".rstrip(), markup=False)
         return
-    base = {k: v for k, v in (("site", site), ("partition", partition), ("image", image),
+    base = {k: v for k, v in (("site", site), ("partition", partition), ("image", image), ("runtime", runtime),
                               ("ntasks_per_node", ntasks_per_node)) if v is not None}
+    if energy:
+        base["energy"] = True
     folder = output_dir or Path("runs") / time.strftime("sweep-%Y%m%d-%H%M%S")
     run_dirs = sw.run_sweep(payload, node_list, variables, folder, base)
     err.print(f"sweep of {len(run_dirs)} runs in {folder}; see `hpcai results show {folder}`")

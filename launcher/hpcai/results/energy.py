@@ -67,11 +67,18 @@ def preflight(methods: list[str] | None = None) -> tuple[list[str], str | None]:
     return found, None
 
 
-def _local_rank() -> int:
+def _is_measurer(energy_dir: Path, host: str) -> bool:
+    """Local rank 0 measures; without a local-rank variable (e.g. the local backend, where the
+    rank environment only reaches the container) the first task to claim the node's lock does."""
     for var in _LOCAL_RANK_VARS:
         if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    return 0
+            return int(os.environ[var]) == 0
+    energy_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(energy_dir / f".measurer-{host}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        return True
+    except FileExistsError:
+        return False
 
 
 def _run_and_record(exit_file: Path, argv: list[str]) -> int:
@@ -81,10 +88,14 @@ def _run_and_record(exit_file: Path, argv: list[str]) -> int:
     return code
 
 
+def _host() -> str:
+    return socket.gethostname().split(".")[0]
+
+
 def _measure(energy_dir: Path, methods: str, argv: list[str]) -> int:
     chosen = detect_power_source() if methods == "auto" else methods.split(",")
     jpwr = jpwr_command()
-    host = socket.gethostname().split(".")[0]
+    host = _host()
     exit_file = energy_dir / f"exit-code-{host}.txt"
     if not chosen or jpwr is None:
         print(f"hpcai-energy: no power source or jpwr on {host}; not measuring", file=sys.stderr)
@@ -108,9 +119,10 @@ def main(args: list[str]) -> int:
     named = dict(zip(opts[::2], opts[1::2]))
     if "--record-exit" in named:
         return _run_and_record(Path(named["--record-exit"]), argv)
-    if _local_rank() != 0:
+    energy_dir = Path(named.get("--dir", "energy"))
+    if not _is_measurer(energy_dir, _host()):
         os.execvp(argv[0], argv)  # not the node's measurer: become the payload
-    return _measure(Path(named.get("--dir", "energy")), named.get("--methods", "auto"), argv)
+    return _measure(energy_dir, named.get("--methods", "auto"), argv)
 
 
 # ---- reading -------------------------------------------------------------------------------

@@ -53,28 +53,57 @@ def points(nodes: list[int], variables: dict[str, list[str]]) -> list[dict[str, 
 
 
 def _options(cls: type, wanted: dict[str, Any]) -> Any:
-    """Build LaunchOptions from the keys it has (the launch API may grow; unknown keys are an error)."""
+    """LaunchOptions from what a sweep point sets, spelled the way this launch API spells it."""
     names = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set(wanted)
     missing = [k for k in ("payload", "nodes") if k not in names]
     if missing:
         raise HpcaiError(f"hpcai.launch.LaunchOptions lacks {missing}: cannot run a sweep")
-    return cls(**{k: v for k, v in wanted.items() if k in names})
+    wanted = dict(wanted)
+    pvars = wanted.pop("payload_vars", {})
+    if "payload_args" in names:  # `var=value` overrides, as on the launch command line
+        wanted["payload_args"] = tuple(f"{k}={v}" for k, v in pvars.items())
+    elif "payload_vars" in names:
+        wanted["payload_vars"] = pvars
+    if "image" in names and not wanted.get("image"):
+        raise UsageError("a sweep needs --image (the image every point runs)")
+    unknown_keys = sorted(set(wanted) - names)
+    if unknown_keys:
+        raise HpcaiError(f"hpcai.launch.LaunchOptions has no {unknown_keys}")
+    return cls(**wanted)
+
+
+def _launch(run_launch: Any, opts: Any) -> Path:
+    """Run one point; a failed point still leaves its record and the sweep goes on."""
+    import inspect
+
+    if "check" in inspect.signature(run_launch).parameters:
+        return Path(run_launch(opts, check=False))
+    try:
+        return Path(run_launch(opts))
+    except HpcaiError as exc:
+        run_dir = getattr(exc, "run_dir", None)
+        if run_dir is None:
+            raise
+        return Path(run_dir)
 
 
 def run_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], sweep_dir: Path,
               base: dict[str, Any] | None = None) -> list[Path]:
-    """Launch (or submit) every point; returns the run-record folders in order."""
+    """Launch every point (each its own run record under sweep_dir); returns the record folders.
+
+    base: further LaunchOptions fields for every point (image, site, partition, …).
+    """
     try:
         from hpcai.launch import LaunchOptions, run_launch
     except ImportError as exc:
         raise HpcaiError(f"the launch API (hpcai.launch) is not available: {exc}") from None
+    sweep_dir = sweep_dir.absolute()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     runs: list[dict[str, Any]] = []
     for point in points(nodes, variables):
-        pvars = {**(base or {}).get("payload_vars", {}), **point["payload_vars"]}
-        wanted = {**(base or {}), "payload": payload, "nodes": point["nodes"], "payload_vars": pvars,
-                  "output_dir": sweep_dir}
-        run_dir = Path(run_launch(_options(LaunchOptions, wanted)))
+        wanted = {**(base or {}), "payload": payload, "nodes": point["nodes"],
+                  "payload_vars": point["payload_vars"], "runs_root": str(sweep_dir)}
+        run_dir = _launch(run_launch, _options(LaunchOptions, wanted))
         runs.append({**point, "run_dir": str(run_dir)})
         _write(sweep_dir, payload, runs)
     return [Path(r["run_dir"]) for r in runs]

@@ -1,0 +1,100 @@
+"""Sweeps: points from --nodes/--var, the scaling table, and run_sweep over the launch API.
+
+run_sweep is exercised here against a stand-in for `hpcai.launch` (the real launch runs in the
+integration test on the Slurm cluster); the stand-in writes records the way the launcher does.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from hpcai.errors import UsageError
+from hpcai.results import sweep
+from hpcai.results.records import load_all
+
+
+def test_points_nodes_fastest():
+    pts = sweep.points([1, 2], {"batch_size": ["32", "64"]})
+    assert [(p["nodes"], p["payload_vars"]["batch_size"]) for p in pts] == [
+        (1, "32"), (2, "32"), (1, "64"), (2, "64")]
+    assert sweep.points([4], {}) == [{"nodes": 4, "payload_vars": {}}]
+
+
+@pytest.mark.parametrize("text", ["", "1,x", "0,2"])
+def test_bad_nodes(text):
+    with pytest.raises(UsageError, match="--nodes"):
+        sweep.parse_nodes(text)
+
+
+def test_bad_var():
+    with pytest.raises(UsageError, match="NAME=V1,V2"):
+        sweep.parse_vars(["batch_size"])
+
+
+@dataclass
+class FakeOptions:  # the fields hpcai.plan.LaunchOptions has that a sweep sets
+    image: str
+    payload: str | None = None
+    payload_args: tuple = ()
+    nodes: int = 1
+    runs_root: str = "runs"
+    partition: str = ""
+
+
+def fake_run_launch(opts: FakeOptions, check: bool = True) -> Path:
+    from hpcai import record
+
+    run = record.new_run_dir(Path(opts.runs_root), f"{opts.payload}-n{opts.nodes}")
+    (run / "logs").mkdir(parents=True)
+    pvars = dict(a.split("=", 1) for a in opts.payload_args)
+    (run / "plan.json").write_text(json.dumps({"payload": opts.payload, "nodes": opts.nodes, "ntasks_per_node": 1,
+                                               "payload_vars": pvars, "image": opts.image, "site": "test"}))
+    (run / "status.json").write_text(json.dumps({"state": "completed"}))
+    total = 100.0 * opts.nodes * (0.9 if opts.nodes > 1 else 1.0) * int(pvars.get("batch_size", 1)) / 32
+    (run / "logs" / "rank-0.out").write_text(f"Total img/sec on {opts.nodes} GPU(s): {total} +-1.0\n")
+    return run
+
+
+@pytest.fixture
+def fake_launch(monkeypatch):
+    module = types.ModuleType("hpcai.launch")
+    module.LaunchOptions, module.run_launch = FakeOptions, fake_run_launch
+    monkeypatch.setitem(sys.modules, "hpcai.launch", module)
+
+
+def test_run_sweep_records_and_scaling_table(tmp_path, fake_launch):
+    runs = sweep.run_sweep("hvd-synthetic", [1, 2, 4], {"batch_size": ["32", "64"]}, tmp_path / "sw",
+                           {"image": "img:1", "partition": "debug"})
+    assert len(runs) == 6 and all((r / "plan.json").is_file() for r in runs)
+    listed = json.loads((tmp_path / "sw" / "sweep.json").read_text())["runs"]
+    assert [r["nodes"] for r in listed] == [1, 2, 4, 1, 2, 4]
+    table = sweep.aggregate(load_all([tmp_path / "sw"]))
+    assert [(p.series, p.nodes) for p in table][:3] == [("hvd-synthetic batch_size=32", 1),
+                                                        ("hvd-synthetic batch_size=32", 2),
+                                                        ("hvd-synthetic batch_size=32", 4)]
+    assert [p.efficiency for p in table[:3]] == pytest.approx([1.0, 0.9, 0.9])
+    assert table[3].mean == pytest.approx(200.0)
+
+
+def test_sweep_needs_image(tmp_path, fake_launch):
+    with pytest.raises(UsageError, match="--image"):
+        sweep.run_sweep("osu", [1], {}, tmp_path / "sw", {})
+
+
+def test_cli_sweep_dry_run_and_show_scaling(tmp_path, hpcai, fake_launch):
+    r = hpcai("sweep", "--nodes", "1,2", "--var", "batch_size=32,64", "--dry-run", "hvd-synthetic")
+    assert r.exit_code == 0 and r.stdout.splitlines() == [
+        "hvd-synthetic nodes=1 batch_size=32", "hvd-synthetic nodes=2 batch_size=32",
+        "hvd-synthetic nodes=1 batch_size=64", "hvd-synthetic nodes=2 batch_size=64"]
+    r = hpcai("sweep", "--nodes", "1,2", "--image", "img:1", "-o", str(tmp_path / "sw"), "hvd-synthetic")
+    assert r.exit_code == 0, r.stderr
+    show = hpcai("results", "show", str(tmp_path / "sw"))
+    assert "scaling" in show.stdout and "0.90" in show.stdout
+    bad = hpcai("sweep", "--nodes", "one", "osu")
+    assert bad.exit_code == 2 and "--nodes must be" in bad.stderr
