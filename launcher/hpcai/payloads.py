@@ -1,14 +1,27 @@
 """Payload manifests: `payloads/<name>/payload.toml` describes one baked-in benchmark.
 
-Minimal shared model used by rendering (install steps per flavor family) and launching
-(run command, geometry). The payloads issue extends it with variables, sanity and metrics.
+Rendering reads the install steps per flavor family; launching reads the geometry, validates
+`var=value` overrides and asks for the in-image command; the results side reads metrics, sanity
+patterns and the parser name. Variable resolution, sanity checks and metric extraction are
+implemented once, in the in-image runner `payloads/_runner/hpcai-bench` (stdlib only), which this
+module loads, so that host and image judge a run by the same rules.
+
+Manifest keys (see README "Payloads" for an example):
+    description, flavors (names or "*"), geometry (per-gpu | per-node | single), parser,
+    synthetic (bool), requires.modules / requires.executables,
+    [install.<family>] build / runtime  (family: cuda, rocm, poplar, cpu, "*"),
+    [run] command = [tokens with {var}],  [vars.<name>] default / help / choices,
+    [profiles.<name>] var overrides (a family name applies automatically; "quick" for CI),
+    sanity = [regex, ...],  [metrics.<name>] regex+group | file+key, reduce, unit, better, headline.
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 if sys.version_info >= (3, 11):
@@ -20,6 +33,10 @@ from hpcai.errors import UsageError, unknown
 from hpcai.resources import data_path
 
 IMAGE_PAYLOADS = "/opt/hpcai/payloads"  # where payload folders live inside every image
+IMAGE_RUNNER = "/opt/hpcai/bin/hpcai-bench"  # payloads/_runner/hpcai-bench, copied in
+GEOMETRIES = ("per-gpu", "per-node", "single")
+FAMILIES = ("cuda", "rocm", "poplar", "cpu", "*")
+BUILTIN_VARS = ("dir", "python", "out", "prefix", "world_size", "rank")
 
 
 @dataclass(frozen=True)
@@ -35,6 +52,30 @@ class InstallSteps:
 
 
 @dataclass(frozen=True)
+class Variable:
+    """A named run variable: `default` fixes its type (int, float, bool, str); `choices` limit it."""
+
+    name: str
+    default: Any
+    help: str = ""
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Metric:
+    """How to read one number out of a run: a regex group or a JSON key, and how to judge it."""
+
+    name: str
+    unit: str = ""
+    better: str = "higher"  # "higher" | "lower"
+    headline: bool = False
+    regex: str | None = None
+    file: str | None = None
+    key: str | None = None
+    reduce: str = "last"
+
+
+@dataclass(frozen=True)
 class PayloadManifest:
     name: str
     dir: Path
@@ -43,12 +84,76 @@ class PayloadManifest:
     geometry: str  # "per-gpu" | "per-node" | "single"
     install: dict[str, InstallSteps]
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+    variables: tuple[Variable, ...] = ()
+    metrics: tuple[Metric, ...] = ()
+    sanity: tuple[str, ...] = ()
+    parser: str | None = None
+    synthetic: bool = False
 
     def supports(self, flavor: str) -> bool:
         return "*" in self.flavors or flavor in self.flavors
 
     def install_steps(self, family: str) -> InstallSteps:
         return self.install.get(family) or self.install.get("*") or InstallSteps()
+
+    @property
+    def headline(self) -> str | None:
+        return _runner().headline(self.raw)
+
+    def validate_vars(self, overrides: dict[str, Any], family: str | None = None,
+                      profiles: tuple[str, ...] = ()) -> dict[str, str]:
+        """All variable values (defaults + profiles + overrides) as strings.
+
+        Unknown variable, wrong type or a value outside `choices` -> UsageError naming the valid ones.
+        """
+        runner = _runner()
+        try:
+            return runner.resolve(self.raw, {k: str(v) for k, v in overrides.items()},
+                                  profiles, family)
+        except runner.BenchError as exc:
+            raise UsageError(str(exc)) from None
+
+    def command(self, vars: dict[str, Any] | None = None) -> list[str]:
+        """argv that runs this payload inside the image (every rank runs it under a launcher).
+
+        Only the overrides travel; the runner adds defaults and the family profile in the image.
+        """
+        overrides = vars or {}
+        self.validate_vars(overrides)
+        return [IMAGE_RUNNER, self.name, *(f"{k}={v}" for k, v in overrides.items())]
+
+    def benchmark_argv(self, vars: dict[str, Any] | None = None, family: str | None = None,
+                       python: str = "/opt/hpcai/venv/bin/python") -> list[str]:
+        """The benchmark's own argv as the runner will build it in the image (for `show`)."""
+        values = self.validate_vars(vars or {}, family)
+        builtins = {"dir": f"{IMAGE_PAYLOADS}/{self.name}", "python": python,
+                    "out": "$HPCAI_PAYLOAD_OUT", "prefix": "/opt/hpcai",
+                    "world_size": "$WORLD_SIZE", "rank": "$RANK"}
+        return _runner().argv(self.raw, values, builtins)
+
+    def check_sanity(self, text: str) -> list[str]:
+        """Sanity patterns missing from a run's output (empty list: the run looks good)."""
+        return _runner().check_sanity(self.raw, text)
+
+    def extract_metrics(self, text: str, out_dir: Path | None = None,
+                        vars: dict[str, str] | None = None) -> dict[str, float]:
+        """{metric name: value} from a run's output, and JSON files it wrote under out_dir."""
+        return _runner().extract(self.raw, text, str(out_dir) if out_dir else None, vars or {})
+
+
+@functools.cache
+def _runner() -> ModuleType:
+    """The in-image runner, loaded as a module (it has no .py suffix, hence the explicit loader)."""
+    from importlib.machinery import SourceFileLoader
+    from importlib.util import module_from_spec, spec_from_loader
+
+    path = data_path("payloads", "_runner", "hpcai-bench")
+    loader = SourceFileLoader("hpcai_bench_runner", str(path))
+    spec = spec_from_loader(loader.name, loader)
+    assert spec is not None
+    module = module_from_spec(spec)
+    loader.exec_module(module)
+    return module
 
 
 def payloads_root() -> Path:
@@ -59,14 +164,63 @@ def available_payloads() -> list[str]:
     return sorted(p.parent.name for p in payloads_root().glob("*/payload.toml"))
 
 
+def _variables(raw: dict[str, Any]) -> tuple[Variable, ...]:
+    return tuple(
+        Variable(name, spec.get("default", ""), spec.get("help", ""),
+                 tuple(str(c) for c in spec.get("choices", ())))
+        for name, spec in raw.get("vars", {}).items()
+    )
+
+
+def _metrics(raw: dict[str, Any]) -> tuple[Metric, ...]:
+    keys = ("unit", "better", "headline", "regex", "file", "key", "reduce")
+    return tuple(Metric(name, **{k: spec[k] for k in keys if k in spec})
+                 for name, spec in raw.get("metrics", {}).items())
+
+
+def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
+    """Structural checks a manifest must pass; errors name the file and the bad key."""
+    runner = _runner()
+    where = f"payloads/{name}/payload.toml"
+    if raw.get("geometry", "per-gpu") not in GEOMETRIES:
+        raise UsageError(f"{where}: geometry {raw.get('geometry')!r}; valid: {', '.join(GEOMETRIES)}")
+    for family, steps in raw.get("install", {}).items():
+        if family not in FAMILIES:
+            raise unknown(f"install family in {where}:", family, FAMILIES)
+        for stage, script in steps.items():
+            if stage not in ("build", "runtime"):
+                raise unknown(f"install stage in {where}:", stage, ("build", "runtime"))
+            if not (folder / script).is_file():
+                raise UsageError(f"{where}: install.{family}.{stage} script {script!r} not found")
+    known = set(raw.get("vars", {})) | set(BUILTIN_VARS)
+    for token in raw.get("run", {}).get("command", []):
+        for var in runner.VAR_RE.findall(token):
+            if var not in known:
+                raise UsageError(f"{where}: command uses undefined variable {{{var}}}")
+    for mname, spec in raw.get("metrics", {}).items():
+        if spec.get("better", "higher") not in ("higher", "lower"):
+            raise UsageError(f"{where}: metrics.{mname}.better must be higher or lower")
+        if spec.get("reduce", "last") not in runner.REDUCERS:
+            raise unknown(f"reduce in {where} metrics.{mname}:", spec["reduce"], runner.REDUCERS)
+        if ("regex" in spec) == ("file" in spec):
+            raise UsageError(f"{where}: metrics.{mname} needs exactly one of regex or file")
+    for prof, layer in raw.get("profiles", {}).items():
+        try:
+            runner.resolve(dict(raw, _name=name), layer)
+        except runner.BenchError as exc:
+            raise UsageError(f"{where}: profile {prof}: {exc}") from None
+
+
 def load_payload(name: str) -> PayloadManifest:
     path = payloads_root() / name / "payload.toml"
-    if not path.is_file():
+    if name.startswith("_") or not path.is_file():
         raise unknown("payload", name, available_payloads())
     try:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: malformed TOML: {exc}") from None
+    check_manifest(name, raw, path.parent)
+    raw["_name"], raw["_dir"] = name, str(path.parent)
     install = {
         family: InstallSteps(build=steps.get("build"), runtime=steps.get("runtime"))
         for family, steps in raw.get("install", {}).items()
@@ -79,4 +233,9 @@ def load_payload(name: str) -> PayloadManifest:
         geometry=raw.get("geometry", "per-gpu"),
         install=install,
         raw=raw,
+        variables=_variables(raw),
+        metrics=_metrics(raw),
+        sanity=tuple(raw.get("sanity", ())),
+        parser=raw.get("parser"),
+        synthetic=bool(raw.get("synthetic", False)),
     )

@@ -1,9 +1,163 @@
-"""CLI commands: payloads (placeholder until its issue lands)."""
+"""CLI commands: `payloads list [--image IMG]` and `payloads show NAME`.
+
+`list` reads the manifests shipped with hpcai, or, with --image, asks the image's own runner
+(`hpcai-bench --list --json`) which payloads were baked into it. Tables go to stdout; --json
+prints the same data as JSON for scripts.
+"""
 
 from __future__ import annotations
 
 import typer
 
+PANEL = "Payloads"
+
+
+def _manifests(flavor: str | None):
+    from hpcai.payloads import available_payloads, load_payload
+
+    manifests = [load_payload(n) for n in available_payloads()]
+    if flavor:
+        _check_flavor(flavor)
+        manifests = [m for m in manifests if m.supports(flavor)]
+    return manifests
+
+
+def _check_flavor(flavor: str) -> None:
+    from hpcai.errors import unknown
+    from hpcai.payloads import tomllib
+    from hpcai.resources import package_file
+
+    flavors = tomllib.loads(package_file("flavors.toml").read_text())["flavors"]
+    if flavor not in flavors:
+        raise unknown("flavor", flavor, flavors)
+
+
+def _headline(m) -> str:
+    name = m.headline
+    metric = next((x for x in m.metrics if x.name == name), None)
+    return f"{name} ({metric.unit}, {metric.better} is better)" if metric else "-"
+
+
+def _image_listing(image: str) -> list[dict]:
+    """Ask the image's runner what it holds: docker for image names, apptainer for .sif files."""
+    import json
+    import shutil
+    import subprocess
+
+    from hpcai.errors import HpcaiError
+    from hpcai.payloads import IMAGE_RUNNER
+
+    if image.endswith(".sif"):
+        engine = shutil.which("apptainer") or shutil.which("singularity")
+        argv = [engine or "apptainer", "exec", image, IMAGE_RUNNER, "--list", "--json"]
+    else:
+        engine = shutil.which("docker")
+        argv = ["docker", "run", "--rm", "--entrypoint", IMAGE_RUNNER, image, "--list", "--json"]
+    if not engine:
+        raise HpcaiError(f"cannot inspect {image}: {argv[0]} not found")
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    except subprocess.TimeoutExpired:
+        raise HpcaiError(f"{argv[0]} timed out listing payloads of {image}") from None
+    if res.returncode != 0:
+        last = (res.stderr.strip().splitlines() or ["no output"])[-1]
+        raise HpcaiError(f"cannot list payloads of {image}: {last}")
+    try:
+        return json.loads(res.stdout)
+    except ValueError:
+        raise HpcaiError(f"{image}: hpcai-bench --list --json printed no JSON") from None
+
+
+def list_cmd(
+    image: str = typer.Option(None, "--image", help="List the payloads baked into this image "
+                              "(docker image name, or a .sif file) instead of hpcai's own."),
+    flavor: str = typer.Option(None, "--flavor", help="Only payloads that support this flavor."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
+) -> None:
+    """List payloads: what each measures, its headline metric and the flavors it supports."""
+    import json
+
+    from rich.table import Table
+
+    from hpcai.console import out
+
+    if image:
+        entries = _image_listing(image)
+        if as_json:
+            out.print_json(json.dumps(entries))
+            return
+        table = Table(title=f"payloads in {image}")
+        for col in ("payload", "headline", "variables", "description"):
+            table.add_column(col)
+        for e in entries:
+            table.add_row(e["name"], e.get("headline") or "-",
+                          " ".join(f"{k}={v}" for k, v in sorted(e.get("vars", {}).items())),
+                          e.get("description", ""))
+        out.print(table)
+        return
+    manifests = _manifests(flavor)
+    if as_json:
+        out.print_json(json.dumps([
+            {"name": m.name, "description": m.description, "flavors": list(m.flavors),
+             "geometry": m.geometry, "headline": m.headline, "parser": m.parser}
+            for m in manifests]))
+        return
+    table = Table(title="payloads")
+    for col in ("payload", "measures", "headline metric", "flavors", "geometry"):
+        table.add_column(col, overflow="fold")
+    for m in manifests:
+        table.add_row(m.name, m.description, _headline(m), ", ".join(m.flavors), m.geometry)
+    out.print(table)
+
+
+def show_cmd(
+    name: str = typer.Argument(..., help="Payload name (see `hpcai payloads list`)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
+) -> None:
+    """Show one payload: variables and defaults, profiles, metrics, sanity patterns, flavors."""
+    import json
+    import shlex
+
+    from rich.table import Table
+
+    from hpcai.console import out
+    from hpcai.payloads import load_payload
+
+    m = load_payload(name)
+    if as_json:
+        raw = {k: v for k, v in m.raw.items() if not k.startswith("_")}
+        out.print_json(json.dumps(dict(raw, name=m.name, command=m.benchmark_argv()), default=str))
+        return
+    out.print(f"[bold]{m.name}[/]: {m.description}")
+    out.print(f"flavors: {', '.join(m.flavors)}    geometry: {m.geometry}    "
+              f"parser: {m.parser or '-'}{'    synthetic data' if m.synthetic else ''}")
+    for family, steps in sorted(m.install.items()):
+        out.print(f"install [{family}]: build={steps.build or '-'} runtime={steps.runtime or '-'}",
+                  markup=False)
+    out.print("runs: " + shlex.join(m.benchmark_argv()), markup=False)
+    if m.variables:
+        vt = Table(title="variables (var=value)")
+        for col in ("variable", "default", "choices", "help"):
+            vt.add_column(col, overflow="fold")
+        for v in m.variables:
+            vt.add_row(v.name, str(v.default), ", ".join(v.choices), v.help)
+        out.print(vt)
+    for prof, layer in m.raw.get("profiles", {}).items():
+        out.print(f"profile {prof}: " + " ".join(f"{k}={v}" for k, v in layer.items()), markup=False)
+    mt = Table(title="metrics")
+    for col in ("metric", "unit", "better", "headline", "source"):
+        mt.add_column(col, overflow="fold")
+    for x in m.metrics:
+        source = f"{x.file}: {x.key}" if x.file else f"regex, {x.reduce}"
+        mt.add_row(x.name, x.unit, x.better, "yes" if x.headline else "", source)
+    out.print(mt)
+    for pattern in m.sanity:
+        out.print(f"sanity: {pattern}", markup=False)
+
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
+    group = typer.Typer(help="Benchmark payloads baked into the images.", no_args_is_help=True)
+    group.command("list")(list_cmd)
+    group.command("show")(show_cmd)
+    app.add_typer(group, name="payloads", rich_help_panel=PANEL)
