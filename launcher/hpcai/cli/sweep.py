@@ -16,6 +16,7 @@ def sweep(
     partition: Optional[str] = typer.Option(None, "--partition", "-p", help="Slurm partition."),
     image: Optional[str] = typer.Option(None, "--image", help="Image to run (tag, SIF or SquashFS)."),
     runtime: Optional[str] = typer.Option(None, "--runtime", help="Container runtime (default: the site's)."),
+    mpi: Optional[str] = typer.Option(None, "--mpi", help="srun --mpi type (pmix, pmi2, …; default: the site's)."),
     ntasks_per_node: Optional[int] = typer.Option(None, "--ntasks-per-node", help="Ranks per node."),
     energy: bool = typer.Option(False, "--energy", help="Measure power with jpwr at every point."),
     output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Sweep folder (default runs/sweep-<time>)."),
@@ -36,7 +37,7 @@ def sweep(
             out.print(f"{payload} nodes={p['nodes']} {extra}".rstrip(), markup=False)
         return
     base = {k: v for k, v in (("site", site), ("partition", partition), ("image", image), ("runtime", runtime),
-                              ("ntasks_per_node", ntasks_per_node)) if v is not None}
+                              ("mpi", mpi), ("ntasks_per_node", ntasks_per_node)) if v is not None}
     if energy:
         base["energy"] = True
     folder = output_dir or Path("runs") / time.strftime("sweep-%Y%m%d-%H%M%S")

@@ -91,6 +91,8 @@ def _combine_per_gpu(results: list[ParseResult]) -> ParseResult:
 def parse_run(run_dir: Path, plan: dict[str, Any]) -> ParseResult:
     from hpcai.results.parsers import parse_files, parser_for_payload
 
+    if plan.get("payload") == "cmd":
+        raise UsageError("a raw command (--cmd) has no parser: use `hpcai results parse --payload NAME` on its logs")
     parser = parser_for_payload(str(plan.get("payload", "")))
     logs = rank_logs(run_dir)
     if not logs:
