@@ -1,9 +1,198 @@
-"""CLI commands: build (placeholder until its issue lands)."""
+"""CLI commands for images: build, render, versions, inspect, sif (help panel "Images").
+
+Every image option also reads the Make variable of the same meaning (WITH_MPI, WITH_OFI, …), so
+`make build-pytorch-cpu WITH_MPI=mpich` and `hpcai build pytorch-cpu --mpi mpich` are the same;
+an empty variable means unset. Heavy imports happen inside the commands.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
+
+PANEL = "Images"
+
+# Options shared by build, render and sif (reused OptionInfo objects keep one definition).
+O_BASE = typer.Option(None, "--base", envvar="BASE_IMAGE", help="Base image (default: the flavor's).")
+O_ARCH = typer.Option("amd64", "--arch", envvar="ARCH", help="amd64 or arm64 (GH200).")
+O_MPI = typer.Option(None, "--mpi", envvar="WITH_MPI", help="ompi | mpich | none (or 1/0). Default ompi.")
+O_OFI = typer.Option(None, "--ofi", envvar="WITH_OFI", help="libfabric + OFI NCCL/RCCL plugin: 1/0. Default 1.")
+O_HVD = typer.Option(None, "--horovod", envvar="WITH_HVD", help="Build Horovod: 1/0. Default 0.")
+O_LIBS = typer.Option(None, "--hpc-libs", envvar="HPC_LIBS_DIR",
+                      help="Site libraries folder (must hold libfabric.so*): bakes them in, tag gets -ss.")
+O_PAYLOADS = typer.Option(None, "--payloads", envvar="PAYLOADS",
+                          help="Comma list of payloads, 'none', or empty for the flavor's defaults.")
+O_NGC = typer.Option(None, "--ngc-version", envvar="NGC_VERSION", help="NGC release, e.g. 25.06.")
+O_ROCM = typer.Option(None, "--rocm-version", envvar="ROCM_VERSION", help="ROCm release, e.g. 6.4.")
+O_SET = typer.Option(None, "--set", help="Component version, NAME=VERSION (repeatable); "
+                                         "also <NAME>_VERSION=.")
+O_UNVERIFIED = typer.Option(False, "--allow-unverified",
+                            help="Allow component versions without a known sha256 (download not checked).")
+O_REPO = typer.Option(None, "--repository", envvar="HPCAI_REPOSITORY",
+                      help="Registry/namespace of the tag. Default hpcai.")
+O_TAG = typer.Option(None, "--tag", envvar="TAG", help="Full image tag, overriding the computed one.")
+O_WHEELS = typer.Option(None, "--wheelhouse", envvar="WHEELHOUSE", help="Local wheels for pip in the build.")
+O_CA = typer.Option(None, "--ca-bundle", envvar="CA_BUNDLE", help="CA bundle for pip/curl in the builder.")
+O_APT = typer.Option(None, "--apt-sources", envvar="APT_SOURCES", help="apt sources file to use in the build.")
+
+
+def _spec(flavor: str, **kw):
+    from hpcai.spec import make_spec
+
+    return make_spec(flavor, **kw)
+
+
+def render_cmd(
+    flavor: str = typer.Argument(..., help="Image flavor, e.g. pytorch-cpu."),
+    fmt: str = typer.Option("docker", "--format", "-f", help="docker | apptainer"),
+    context_dir: Optional[Path] = typer.Option(None, "--context", help="Also write the full build context here."),
+    base: Optional[str] = O_BASE, arch: str = O_ARCH, mpi: Optional[str] = O_MPI,
+    ofi: Optional[str] = O_OFI, horovod: Optional[str] = O_HVD, hpc_libs: Optional[str] = O_LIBS,
+    payloads: Optional[str] = O_PAYLOADS, ngc_version: Optional[str] = O_NGC,
+    rocm_version: Optional[str] = O_ROCM, sets: Optional[list[str]] = O_SET,
+    allow_unverified: bool = O_UNVERIFIED, repository: Optional[str] = O_REPO,
+    tag: Optional[str] = O_TAG, wheelhouse: Optional[str] = O_WHEELS,
+    ca_bundle: Optional[str] = O_CA, apt_sources: Optional[str] = O_APT,
+) -> None:
+    """Print the Dockerfile or Apptainer definition for FLAVOR to stdout."""
+    from hpcai.render import render
+
+    spec = _spec(flavor, base=base, arch=arch, mpi=mpi, ofi=ofi, horovod=horovod, hpc_libs=hpc_libs,
+                 payloads=payloads, ngc_version=ngc_version, rocm_version=rocm_version, sets=sets,
+                 allow_unverified=allow_unverified, repository=repository, tag=tag,
+                 wheelhouse=wheelhouse, ca_bundle=ca_bundle, apt_sources=apt_sources)
+    text = render(spec, fmt)
+    if context_dir is not None:
+        from hpcai.context import prepare_context
+
+        prepare_context(spec, context_dir)
+    typer.echo(text, nl=False)
+
+
+def build_cmd(
+    flavor: str = typer.Argument(..., help="Image flavor, e.g. pytorch-cpu."),
+    builder: Optional[str] = typer.Option(None, "--builder", envvar="DOCKER", help="docker | podman"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the commands, build nothing."),
+    keep_context: bool = typer.Option(False, "--keep-context", help="Keep the build context folder."),
+    base: Optional[str] = O_BASE, arch: str = O_ARCH, mpi: Optional[str] = O_MPI,
+    ofi: Optional[str] = O_OFI, horovod: Optional[str] = O_HVD, hpc_libs: Optional[str] = O_LIBS,
+    payloads: Optional[str] = O_PAYLOADS, ngc_version: Optional[str] = O_NGC,
+    rocm_version: Optional[str] = O_ROCM, sets: Optional[list[str]] = O_SET,
+    allow_unverified: bool = O_UNVERIFIED, repository: Optional[str] = O_REPO,
+    tag: Optional[str] = O_TAG, wheelhouse: Optional[str] = O_WHEELS,
+    ca_bundle: Optional[str] = O_CA, apt_sources: Optional[str] = O_APT,
+) -> None:
+    """Build the image for FLAVOR with Docker (default) or Podman; prints the tag."""
+    import shlex
+    import shutil
+
+    from hpcai import build
+    from hpcai.console import err, out
+
+    engine = build.builder_name(builder)
+    spec = _spec(flavor, base=base, arch=arch, mpi=mpi, ofi=ofi, horovod=horovod, hpc_libs=hpc_libs,
+                 payloads=payloads, ngc_version=ngc_version, rocm_version=rocm_version, sets=sets,
+                 allow_unverified=allow_unverified, repository=repository, tag=tag,
+                 wheelhouse=wheelhouse, ca_bundle=ca_bundle, apt_sources=apt_sources)
+    ctx = build.work_dir() / "context" / spec.flavor.name
+    argv = build.build_argv(spec, engine, ctx)
+    if dry_run:
+        prefix = "DOCKER_BUILDKIT=0 " if engine == "docker" else ""
+        out.print(f"# context: {ctx}", markup=False)
+        out.print(prefix + shlex.join(argv), markup=False)
+        return
+    build.check_engine(engine)
+    from hpcai.context import prepare_context
+
+    prepare_context(spec, ctx)
+    try:
+        result = build.run_build(spec, engine, ctx)
+    finally:
+        if not keep_context:
+            shutil.rmtree(ctx, ignore_errors=True)
+    err.print(f"built {result.tag} in {result.seconds:.0f}s "
+              f"({result.cached_steps}/{result.steps} steps cached); log: {result.log}")
+    out.print(result.tag, markup=False)
+
+
+def versions_cmd(
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Print the components manifest: versions, checksums, URLs."""
+    import json
+
+    from rich.table import Table
+
+    from hpcai.components import manifest
+    from hpcai.console import out
+
+    comps = manifest()
+    if as_json:
+        data = {n: {"version": c.default.version, "url": c.default.url, "sha256": c.default.sha256,
+                    "alternates": [a.version for a in c.alternates]} for n, c in comps.items()}
+        out.print(json.dumps(data, indent=2), markup=False)
+        return
+    table = Table("component", "version", "alternates", "sha256", "url")
+    for name, c in comps.items():
+        table.add_row(name, c.default.version, ", ".join(a.version for a in c.alternates),
+                      c.default.sha256[:16] + "…", c.default.url)
+    out.print(table)
+
+
+def inspect_cmd(
+    image: str = typer.Argument(..., help="Image reference (tag or id)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the labels as JSON."),
+) -> None:
+    """Show an image's OCI and hpcai.* labels (via the Docker engine)."""
+    import json
+
+    from rich.table import Table
+
+    from hpcai import build
+    from hpcai.console import out
+    from hpcai.errors import UsageError
+
+    build.check_engine("docker")
+    import docker
+
+    try:
+        labels = docker.from_env().images.get(image).labels or {}
+    except docker.errors.ImageNotFound:
+        raise UsageError(f"no image {image!r} in the local Docker engine; build it with `hpcai build`") from None
+    if as_json:
+        out.print(json.dumps(labels, indent=2, sort_keys=True), markup=False)
+        return
+    table = Table("label", "value", title=image)
+    for k in sorted(labels):
+        if k.startswith(("hpcai.", "org.opencontainers.")):
+            table.add_row(k, labels[k])
+    out.print(table)
+
+
+def sif_cmd(
+    image: str = typer.Argument(..., help="Image reference, or a flavor name (its computed tag)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="SIF file (default: from the tag, no ':')."),
+    builder: Optional[str] = typer.Option(None, "--builder", envvar="DOCKER", help="docker | podman"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the commands, convert nothing."),
+    hpc_libs: Optional[str] = O_LIBS, base: Optional[str] = O_BASE, ngc_version: Optional[str] = O_NGC,
+    rocm_version: Optional[str] = O_ROCM, repository: Optional[str] = O_REPO, tag: Optional[str] = O_TAG,
+) -> None:
+    """Convert a built image to a SIF with apptainer (or singularity)."""
+    from hpcai import build, sif
+    from hpcai.spec import flavors
+
+    if image in flavors():
+        image = _spec(image, hpc_libs=hpc_libs, base=base, ngc_version=ngc_version,
+                      rocm_version=rocm_version, repository=repository, tag=tag, payloads="none").tag
+    sif.convert(image, output, build.builder_name(builder), dry_run)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the top-level app."""
+    """Add the image commands to the top-level app."""
+    app.command("build", rich_help_panel=PANEL)(build_cmd)
+    app.command("render", rich_help_panel=PANEL)(render_cmd)
+    app.command("versions", rich_help_panel=PANEL)(versions_cmd)
+    app.command("inspect", rich_help_panel=PANEL)(inspect_cmd)
+    app.command("sif", rich_help_panel=PANEL)(sif_cmd)

@@ -1,0 +1,14 @@
+#!/bin/bash
+# finalize.sh: make the final stage find our prefix first.
+# NGC >= 24.11 ships an EFA-only libfabric and NCCL net plugin under /opt/amazon that would shadow
+# ours (and can segfault off AWS): with OFI on, it goes.
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+printf '%s\n' "$HPCAI_PREFIX/lib" > /etc/ld.so.conf.d/000-hpcai.conf
+if [ "${HPCAI_WITH_OFI:-1}" = 1 ] && [ -d /opt/amazon ]; then
+  log "removing the base image's /opt/amazon (EFA libfabric / NCCL plugin)"
+  rm -rf /opt/amazon
+  grep -l /opt/amazon /etc/ld.so.conf.d/* 2>/dev/null | xargs -r rm -f
+fi
+ldconfig
+mkdir -p "$HPCAI_PREFIX/bin" "$HPCAI_PREFIX/entrypoint.d" "$HPCAI_PREFIX/payloads"

@@ -1,0 +1,73 @@
+"""Assemble a build context folder: rendered Dockerfile + def, install scripts, payloads, inputs.
+
+The same folder serves `docker build`, `podman build` and `apptainer build hpcai.def` (the def's
+%files name paths relative to it). Large inputs (the wheelhouse) are hard-linked when the
+filesystem allows, so preparing a context costs little even with a 200 MB torch wheel.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from hpcai.render import payload_hooks, render
+from hpcai.resources import data_path
+from hpcai.spec import ImageSpec
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _copy_tree(src: Path, dst: Path) -> None:
+    """Copy a folder, following links (a site's lib folder is often a farm of symlinks).
+    Cache-busting junk (__pycache__) is left out."""
+    for path in sorted(src.rglob("*")):
+        if "__pycache__" in path.parts or not path.is_file():
+            continue
+        _link_or_copy(path.resolve(), dst / path.relative_to(src))
+    dst.mkdir(parents=True, exist_ok=True)
+
+
+def prepare_context(spec: ImageSpec, dest: Path) -> Path:
+    """Fill `dest` (emptied first) with everything the Dockerfile and def COPY; returns dest."""
+    from hpcai import payloads
+
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    (dest / "Dockerfile").write_text(render(spec, "docker"))
+    (dest / "hpcai.def").write_text(render(spec, "apptainer"))
+    _copy_tree(data_path("dockerfiles", "install"), dest / "install")
+    (dest / "sources").mkdir()
+    (dest / "sources" / "README").write_text("Pre-downloaded source tarballs (checked by sha256).\n")
+
+    entry = data_path("entrypoints")
+    _link_or_copy(entry / "hpcai-entrypoint", dest / "runtime" / "bin" / "hpcai-entrypoint")
+    (dest / "runtime" / "entrypoint.d").mkdir(parents=True)
+    for hook in sorted((entry / "hooks.d").glob("*.sh")):
+        _link_or_copy(hook, dest / "runtime" / "entrypoint.d" / hook.name)
+    _link_or_copy(payloads.payloads_root() / "_runner" / "hpcai-bench", dest / "hpcai-bench")
+
+    (dest / "payloads").mkdir()
+    (dest / "payload-hooks").mkdir()
+    for hooks in payload_hooks(spec):
+        folder = payloads.load_payload(hooks.name).dir
+        _copy_tree(folder, dest / "payloads" / hooks.name)
+        for rel in hooks.files:
+            _link_or_copy(folder / rel, dest / "payload-hooks" / hooks.name / rel)
+
+    if spec.ca_bundle:
+        _link_or_copy(spec.ca_bundle.resolve(), dest / "ca-bundle.crt")
+    if spec.wheelhouse:
+        _copy_tree(spec.wheelhouse, dest / "wheelhouse")
+    if spec.apt_sources:
+        _link_or_copy(spec.apt_sources.resolve(), dest / "apt" / spec.apt_sources.name)
+    if spec.hpc_libs:
+        _copy_tree(spec.hpc_libs, dest / "hpc-libs")
+    return dest

@@ -1,0 +1,191 @@
+"""Render an ImageSpec into a Dockerfile or an Apptainer definition (pure: spec in, text out).
+
+Both formats are fed by the same ordered list of `Step`s — each one an install script under
+dockerfiles/install/ with its arguments — so a Docker image and a SIF built from the def run
+the same scripts in the same order. The Dockerfile copies each step's script just before its
+RUN so that editing one script only rebuilds from that step on; payload folders are copied
+last so that touching a payload's run script only rebuilds the final layers.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from hpcai.errors import UsageError, unknown
+from hpcai.spec import HPC_LIBS_IN_IMAGE, PREFIX, ImageSpec, Mpi
+
+FORMATS = ("docker", "apptainer")
+BUILD_DIR = "/opt/hpcai-build"  # scripts, downloads and sources; never in the final image
+
+
+@dataclass(frozen=True)
+class Step:
+    """One RUN (Docker) / one block of %post (Apptainer)."""
+
+    title: str
+    script: str  # file name under dockerfiles/install/
+    args: tuple[str, ...] = ()
+    payload: str = ""  # payload name for payload hooks ("" for stack components)
+    files: tuple[str, ...] = field(default=())  # context paths to copy in first (payload hooks)
+
+    @property
+    def command(self) -> str:
+        return " ".join([f"{BUILD_DIR}/install/{self.script}", *self.args])
+
+
+@dataclass(frozen=True)
+class PayloadHooks:
+    name: str
+    build: str | None
+    runtime: str | None
+    files: tuple[str, ...]  # files of the payload folder the hooks may read (copied to the context)
+
+
+def payload_hooks(spec: ImageSpec) -> list[PayloadHooks]:
+    """Install hooks of the selected payloads, for this flavor's family."""
+    from hpcai import payloads
+
+    hooks = []
+    for name in spec.payloads:
+        manifest = payloads.load_payload(name)
+        if not manifest.supports(spec.flavor.name):
+            raise UsageError(f"payload {name!r} does not support flavor {spec.flavor.name}")
+        steps = manifest.install_steps(spec.family)
+        files = {"payload.toml"}
+        for script in (steps.build, steps.runtime):
+            if script:
+                if not (manifest.dir / script).is_file():
+                    raise UsageError(f"payload {name}: install script {script!r} not found in {manifest.dir}")
+                files.add(script)
+        # Hooks may also read requirements files and anything under the payload's install/ folder.
+        for extra in (*manifest.dir.glob("requirements*.txt"), *manifest.dir.glob("install/**/*")):
+            if extra.is_file():
+                files.add(str(extra.relative_to(manifest.dir)))
+        hooks.append(PayloadHooks(name, steps.build, steps.runtime, tuple(sorted(files))))
+    return hooks
+
+
+def builder_steps(spec: ImageSpec, hooks: list[PayloadHooks]) -> list[Step]:
+    """Compile everything into PREFIX, stack first (rarely changes), payload hooks last."""
+    steps = [Step("system packages (builder)", "system-packages.sh", ("builder",)),
+             Step("python venv and framework", "python-venv.sh")]
+    if spec.from_source:
+        if spec.ofi or spec.mpi is not Mpi.NONE:
+            steps.append(Step("libfabric", "libfabric.sh"))
+        if spec.mpi is Mpi.OMPI:
+            steps += [Step("pmix", "pmix.sh"), Step("openmpi", "openmpi.sh")]
+        elif spec.mpi is Mpi.MPICH:
+            steps.append(Step("mpich", "mpich.sh"))
+        if spec.ofi and spec.family in ("cuda", "rocm"):
+            steps.append(Step("aws-ofi-nccl", "aws-ofi-nccl.sh"))
+    if spec.horovod:
+        steps.append(Step("horovod", "horovod.sh"))
+    for h in hooks:
+        if h.build:
+            steps.append(Step(f"payload {h.name} (build)", "payload-hook.sh", (h.name, h.build),
+                              payload=h.name, files=h.files))
+    return steps
+
+
+def final_steps(spec: ImageSpec, hooks: list[PayloadHooks]) -> list[Step]:
+    steps = [Step("system packages (runtime)", "system-packages.sh", ("final",)),
+             Step("finalize prefix", "finalize.sh")]
+    for h in hooks:
+        if h.runtime:
+            steps.append(Step(f"payload {h.name} (runtime)", "payload-hook.sh", (h.name, h.runtime),
+                              payload=h.name, files=h.files))
+    if spec.ss:
+        steps.append(Step("site libraries", "hpc-libs.sh"))
+    return steps
+
+
+def stage_env(spec: ImageSpec) -> dict[str, str]:
+    """Variables every install script and the entrypoint read."""
+    return {
+        "HPCAI_PREFIX": PREFIX,
+        "HPCAI_FLAVOR": spec.flavor.name,
+        "HPCAI_FAMILY": spec.family,
+        "HPCAI_FRAMEWORK": spec.flavor.framework,
+        "HPCAI_MPI": spec.mpi.value,
+        "HPCAI_WITH_OFI": "1" if spec.ofi else "0",
+        "HPCAI_WITH_HVD": "1" if spec.horovod else "0",
+        "HPCAI_FROM_SOURCE": "1" if spec.from_source else "0",
+        "HPCAI_BASE_ENTRYPOINT": spec.flavor.base_entrypoint,
+    }
+
+
+def runtime_env(spec: ImageSpec) -> dict[str, str]:
+    """Variables of the final image (Docker ENV / Apptainer %environment)."""
+    lib_path = f"{HPC_LIBS_IN_IMAGE}:{PREFIX}/lib" if spec.ss else f"{PREFIX}/lib"
+    env = {
+        "PATH": f"{PREFIX}/bin:{PREFIX}/venv/bin:$PATH",
+        "LD_LIBRARY_PATH": f"{lib_path}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}",
+    }
+    if spec.ss:
+        env["HPCAI_HPC_LIBS"] = HPC_LIBS_IN_IMAGE
+    if spec.ofi and spec.family in ("cuda", "rocm"):
+        # Our plugin by path, so no other libnccl-net.so on the library path can win.
+        env["NCCL_NET_PLUGIN"] = f"{PREFIX}/lib/libnccl-net.so"
+    if spec.family == "cpu" and spec.mpi is Mpi.OMPI:
+        # Containers often run as root (docker run, CI); Open MPI refuses that without these.
+        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    return env
+
+
+def build_env(spec: ImageSpec) -> dict[str, str]:
+    """Builder-only variables: component pins and the framework requirement."""
+    env: dict[str, str] = {}
+    for _, src in spec.components:
+        env.update(src.env())
+    return env
+
+
+@functools.cache
+def _jinja(kind: str):
+    import jinja2
+
+    from hpcai.resources import data_path
+
+    import shlex
+
+    folder = "dockerfiles" if kind == "docker" else "apptainer"
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(data_path(folder))),
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+        keep_trailing_newline=True, autoescape=False,
+    )
+    env.filters["dq"] = dq
+    env.filters["kv"] = kv_block
+    env.filters["sq"] = shlex.quote
+    return env
+
+
+def context(spec: ImageSpec) -> dict:
+    hooks = payload_hooks(spec)
+    return {
+        "spec": spec, "prefix": PREFIX, "build_dir": BUILD_DIR, "hpc_libs_dir": HPC_LIBS_IN_IMAGE,
+        "builder_steps": builder_steps(spec, hooks), "final_steps": final_steps(spec, hooks),
+        "stage_env": stage_env(spec), "build_env": build_env(spec), "runtime_env": runtime_env(spec),
+        "labels": spec.labels(), "hooks": hooks,
+        "apt_sources_name": spec.apt_sources.name if spec.apt_sources else "",
+    }
+
+
+def render(spec: ImageSpec, fmt: str = "docker") -> str:
+    """The Dockerfile (fmt="docker") or Apptainer def (fmt="apptainer") text for spec."""
+    if fmt not in FORMATS:
+        raise unknown("format", fmt, FORMATS)
+    template = "Dockerfile.j2" if fmt == "docker" else "hpcai.def.j2"
+    return _jinja(fmt).get_template(template).render(**context(spec))
+
+
+def dq(value: str) -> str:
+    """Double-quote for Dockerfile ENV/LABEL values (keeps $VAR references live)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def kv_block(items: dict[str, str], indent: int = 4) -> str:
+    """`K="v" \\` continuation lines for one ENV or LABEL instruction."""
+    return (" \\\n" + " " * indent).join(f"{k}={dq(v)}" for k, v in items.items())

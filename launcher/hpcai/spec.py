@@ -1,0 +1,300 @@
+"""ImageSpec: everything that decides what an image contains, and the tag and labels it yields.
+
+A spec is built from a flavor (flavors.toml) plus the user's options, validated once here, and
+then rendered (render.py) and built (build.py) without further checks. Build-time inputs that do
+not change the image's identity (wheelhouse, CA bundle, apt sources) still live in the spec,
+because the templates must know whether to copy them in.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import sys
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from hpcai import __version__
+from hpcai.components import Source
+from hpcai.errors import UsageError, unknown
+from hpcai.resources import git_sha, package_file
+
+PREFIX = "/opt/hpcai"
+HPC_LIBS_IN_IMAGE = f"{PREFIX}/hpc-libs"
+ARCHES = ("amd64", "arm64")
+
+
+class Mpi(str, Enum):
+    OMPI = "ompi"
+    MPICH = "mpich"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class Flavor:
+    name: str
+    base: str
+    tag: str  # may hold {ngc_version} / {rocm_version}
+    framework: str  # pytorch | tensorflow
+    family: str  # cuda | rocm | poplar | cpu
+    gpu: str
+    base_entrypoint: str
+    default_payloads: tuple[str, ...]
+
+
+@functools.cache
+def _flavors_raw() -> dict:
+    return tomllib.loads(package_file("flavors.toml").read_text())
+
+
+def flavors() -> dict[str, Flavor]:
+    raw = _flavors_raw()["flavors"]
+    return {
+        name: Flavor(name, f["base"], f["tag"], f["framework"], f["family"], f["gpu"],
+                     f.get("base_entrypoint", ""), tuple(f.get("default_payloads", ())))
+        for name, f in raw.items()
+    }
+
+
+def flavor(name: str) -> Flavor:
+    found = flavors().get(name)
+    if found is None:
+        raise unknown("flavor", name, flavors())
+    return found
+
+
+def flavor_defaults() -> dict[str, str]:
+    return dict(_flavors_raw()["defaults"])
+
+
+def parse_mpi(value: str | None) -> Mpi:
+    """WITH_MPI / --mpi: 1|yes|on|true|ompi -> ompi, 0|no|off|false|none -> none, mpich. Default ompi."""
+    v = (value or "").strip().lower()
+    if v in ("", "1", "yes", "on", "true", "ompi", "openmpi"):
+        return Mpi.OMPI
+    if v in ("0", "no", "off", "false", "none"):
+        return Mpi.NONE
+    if v == "mpich":
+        return Mpi.MPICH
+    raise unknown("MPI", value or "", ["ompi", "mpich", "none", "1", "0"])
+
+
+def parse_switch(what: str, value: str | None, default: bool) -> bool:
+    """WITH_OFI / WITH_HVD style switches; empty means the default."""
+    v = (value or "").strip().lower()
+    if v == "":
+        return default
+    if v in ("1", "yes", "on", "true"):
+        return True
+    if v in ("0", "no", "off", "false"):
+        return False
+    raise unknown(what, value or "", ["1", "0", "yes", "no", "on", "off", "true", "false"])
+
+
+def split_image(ref: str) -> tuple[str, str]:
+    """`nvcr.io/nvidia/pytorch:25.06-py3` -> (`nvcr.io/nvidia/pytorch`, `25.06-py3`); a
+    registry port is not a tag; no tag means `latest`."""
+    name, _, tag = ref.rpartition(":")
+    if not name or "/" in tag:
+        return ref, "latest"
+    return name, tag
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """One image to build. Every field has a default except flavor/base; see `make_spec`."""
+
+    flavor: Flavor
+    base: str  # full image reference, repo:tag
+    arch: str = "amd64"
+    mpi: Mpi = Mpi.OMPI
+    ofi: bool = True
+    horovod: bool = False
+    hpc_libs: Path | None = None
+    payloads: tuple[str, ...] = ()
+    components: tuple[tuple[str, Source], ...] = ()
+    framework_requirement: str = ""  # pip requirement for CPU flavors ("" elsewhere)
+    repository: str = "hpcai"  # registry/namespace part of the tag
+    tag_override: str = ""
+    wheelhouse: Path | None = None
+    ca_bundle: Path | None = None
+    apt_sources: Path | None = None
+    build_date: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc)
+                            .strftime("%Y-%m-%dT%H:%M:%SZ"))
+    git_sha: str = field(default_factory=git_sha)
+
+    @property
+    def family(self) -> str:
+        return self.flavor.family
+
+    @property
+    def sources(self) -> dict[str, Source]:
+        return dict(self.components)
+
+    @property
+    def from_source(self) -> bool:
+        """GPU bases get the stack compiled from checksummed sources; the CPU flavors use Debian's
+        packages (the upstream download hosts are not reachable everywhere CI runs)."""
+        return self.family != "cpu"
+
+    def used_components(self) -> list[str]:
+        """Components this image downloads: the source-built stack and the payloads' sources."""
+        used = []
+        if self.from_source:
+            if self.ofi or self.mpi is not Mpi.NONE:
+                used.append("libfabric")
+            used += {Mpi.OMPI: ["pmix", "openmpi"], Mpi.MPICH: ["mpich"], Mpi.NONE: []}[self.mpi]
+            if self.ofi and self.family in ("cuda", "rocm"):
+                used.append("aws-ofi-nccl")
+        if self.horovod:
+            used.append("horovod")
+        payload_sources = {"osu": "osu-micro-benchmarks", "nccl-tests": "nccl-tests"}
+        used += [payload_sources[p] for p in self.payloads if p in payload_sources]
+        return [n for n in used if n in self.sources]
+
+    @property
+    def ss(self) -> bool:
+        return self.hpc_libs is not None
+
+    @property
+    def tag(self) -> str:
+        if self.tag_override:
+            return self.tag_override
+        base_tag = split_image(self.base)[1]
+        suffix = "-ss" if self.ss else ""
+        return f"{self.repository}/{self.flavor.name}-hpc{suffix}:{base_tag}-{self.git_sha}"
+
+    def labels(self) -> dict[str, str]:
+        """OCI and hpcai.* labels; the launcher reads hpcai.payloads and hpcai.mpi."""
+        labels = {
+            "org.opencontainers.image.title": f"hpcai {self.flavor.name}",
+            "org.opencontainers.image.description":
+                f"{self.flavor.framework} on {self.base} with the hpcai HPC stack",
+            "org.opencontainers.image.version": __version__,
+            "org.opencontainers.image.revision": self.git_sha,
+            "org.opencontainers.image.created": self.build_date,
+            "org.opencontainers.image.base.name": self.base,
+            "org.opencontainers.image.licenses": "Apache-2.0",
+            "hpcai.flavor": self.flavor.name,
+            "hpcai.family": self.family,
+            "hpcai.framework": self.flavor.framework,
+            "hpcai.base": self.base,
+            "hpcai.arch": self.arch,
+            "hpcai.mpi": self.mpi.value,
+            "hpcai.ofi": "1" if self.ofi else "0",
+            "hpcai.horovod": "1" if self.horovod else "0",
+            "hpcai.hpc-libs": HPC_LIBS_IN_IMAGE if self.ss else "",
+            "hpcai.payloads": ",".join(self.payloads),
+            "hpcai.stack": "source" if self.from_source else "debian-packages",
+            "hpcai.version": __version__,
+            "hpcai.git-sha": self.git_sha,
+            "hpcai.build-date": self.build_date,
+        }
+        for name in self.used_components():
+            labels[f"hpcai.component.{name}"] = self.sources[name].version
+        if self.framework_requirement:
+            labels["hpcai.component.framework"] = self.framework_requirement
+        return labels
+
+
+def base_image(fl: Flavor, base: str | None, ngc_version: str | None, rocm_version: str | None) -> str:
+    if base:
+        return base
+    values = flavor_defaults()
+    if ngc_version:
+        values["ngc_version"] = ngc_version
+    if rocm_version:
+        values["rocm_version"] = rocm_version
+    return f"{fl.base}:{fl.tag.format(**values)}"
+
+
+def check_payloads(fl: Flavor, names: tuple[str, ...]) -> None:
+    from hpcai import payloads
+
+    for name in names:
+        manifest = payloads.load_payload(name)  # raises for unknown names, listing the valid ones
+        if not manifest.supports(fl.name):
+            ok = [p for p in payloads.available_payloads()
+                  if payloads.load_payload(p).supports(fl.name)]
+            raise UsageError(f"payload {name!r} does not support flavor {fl.name}; "
+                             f"payloads for {fl.name}: {', '.join(ok)}")
+
+
+def check_hpc_libs(path: Path) -> None:
+    """A site-libraries folder must exist and hold libfabric.so* (libcxi and deps optional)."""
+    if not path.is_dir():
+        raise UsageError(f"HPC_LIBS_DIR {str(path)!r} is not a directory")
+    if not any(path.rglob("libfabric.so*")):
+        raise UsageError(f"HPC_LIBS_DIR {str(path)!r} holds no libfabric.so*; "
+                         "copy the site's libfabric (and libcxi, deps) there")
+
+
+def parse_payloads(value: str | None, fl: Flavor) -> tuple[str, ...]:
+    """`--payloads a,b` / PAYLOADS; empty means the flavor's defaults, `none` means no payloads."""
+    v = (value or "").strip()
+    if not v:
+        return fl.default_payloads
+    if v == "none":
+        return ()
+    return tuple(dict.fromkeys(p.strip() for p in v.split(",") if p.strip()))
+
+
+def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
+              mpi: str | None = None, ofi: str | None = None, horovod: str | None = None,
+              hpc_libs: str | None = None, payloads: str | None = None,
+              ngc_version: str | None = None, rocm_version: str | None = None,
+              sets: list[str] | None = None, allow_unverified: bool = False,
+              repository: str | None = None, tag: str | None = None,
+              wheelhouse: str | None = None, ca_bundle: str | None = None,
+              apt_sources: str | None = None, build_date: str | None = None,
+              sha: str | None = None) -> ImageSpec:
+    """Validate the user's options into an ImageSpec. Empty strings mean "unset" throughout."""
+    from hpcai import components
+
+    fl = flavor(flavor_name)
+    if arch not in ARCHES:
+        raise unknown("architecture", arch, ARCHES)
+    chosen_mpi = parse_mpi(mpi)
+    with_ofi = parse_switch("WITH_OFI value", ofi, default=True)
+    with_hvd = parse_switch("WITH_HVD value", horovod, default=False)
+    if with_hvd and chosen_mpi is Mpi.NONE:
+        raise UsageError("Horovod needs MPI; drop WITH_HVD or choose --mpi ompi|mpich")
+    if with_hvd and fl.family == "poplar":
+        raise UsageError("Horovod is not supported on pytorch-poplar; valid flavors for Horovod: "
+                         + ", ".join(n for n, f in flavors().items() if f.family != "poplar"))
+    libs = Path(hpc_libs).expanduser() if hpc_libs else None
+    if libs is not None:
+        check_hpc_libs(libs)
+    chosen_payloads = parse_payloads(payloads, fl)
+    check_payloads(fl, chosen_payloads)
+    selections = {**components.env_selections(), **components.parse_sets(sets or [])}
+    sources = components.resolve(selections, allow_unverified)
+    files = {}
+    for what, value in (("wheelhouse", wheelhouse), ("CA bundle", ca_bundle),
+                        ("apt sources file", apt_sources)):
+        p = Path(value).expanduser() if value else None
+        if p is not None and not p.exists():
+            raise UsageError(f"{what} {str(p)!r} does not exist")
+        files[what] = p
+    if files["wheelhouse"] is not None and not files["wheelhouse"].is_dir():
+        raise UsageError(f"wheelhouse {str(files['wheelhouse'])!r} is not a directory")
+    extra = {}
+    if build_date:
+        extra["build_date"] = build_date
+    if sha:
+        extra["git_sha"] = sha
+    return ImageSpec(
+        flavor=fl, base=base_image(fl, base, ngc_version, rocm_version), arch=arch,
+        mpi=chosen_mpi, ofi=with_ofi, horovod=with_hvd, hpc_libs=libs, payloads=chosen_payloads,
+        components=tuple(sorted(sources.items())),
+        framework_requirement=components.python_requirement(fl.framework) if fl.family == "cpu" else "",
+        repository=(repository or "hpcai").rstrip("/"), tag_override=tag or "",
+        wheelhouse=files["wheelhouse"], ca_bundle=files["CA bundle"],
+        apt_sources=files["apt sources file"], **extra,
+    )

