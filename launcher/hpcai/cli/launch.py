@@ -1,9 +1,208 @@
-"""CLI commands: launch (placeholder until its issue lands)."""
+"""CLI commands: `launch` (run a payload or a raw command on a site) and `submit` (the same as a batch job).
+
+`--dry-run` prints the exact command(s) on stdout, shell-quoted with secrets redacted (one line
+per rank for the local backend), and the resolved site on stderr; `--json` prints the plan as JSON
+on stdout; neither starts anything. Only typer is imported here: the dry-run must start fast.
+"""
 
 from __future__ import annotations
 
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
 import typer
+
+PANEL = "Launch"
+
+
+def _options(image: str, words: list[str], cmd: bool, **kw) -> "LaunchOptions":  # noqa: F821
+    from hpcai.errors import UsageError
+    from hpcai.plan import LaunchOptions
+
+    if cmd:
+        if not words:
+            raise UsageError("--cmd needs a command after `--`, e.g. --cmd -- hostname")
+        return LaunchOptions(image=image, cmd=tuple(words), **kw)
+    return LaunchOptions(image=image, payload=words[0] if words else None,
+                         payload_args=tuple(words[1:]), **kw)
+
+
+def options_argv(opts) -> list[str]:
+    """`hpcai launch` arguments that reproduce `opts` (secret --env values left to the environment)."""
+    from hpcai.redact import is_secret
+
+    out = ["--image", opts.image, "--nodes", str(opts.nodes)]
+    for flag, value in (("--ntasks-per-node", opts.ntasks_per_node), ("--gpus-per-node", opts.gpus_per_node),
+                        ("--cpus-per-task", opts.cpus_per_task), ("--time", opts.time),
+                        ("--partition", opts.partition), ("--account", opts.account), ("--site", opts.site),
+                        ("--runtime", opts.runtime), ("--backend", opts.backend), ("--mpi", opts.mpi),
+                        ("--nodelist", opts.nodelist), ("--output-dir", opts.output_dir)):
+        if value not in (None, ""):
+            out += [flag, str(value)]
+    for b in opts.binds:
+        out += ["--bind", b]
+    for e in opts.env:
+        out += ["--env", e.partition("=")[0] if is_secret(e.partition("=")[0]) else e]
+    out += [flag for flag, on in (("--per-gpu", opts.per_gpu), ("--energy", opts.energy),
+                                  ("--no-entrypoint", opts.no_entrypoint)) if on]
+    if opts.cmd:
+        return out + ["--cmd", "--", *opts.cmd]
+    return out + ["--", opts.payload, *opts.payload_args]
+
+
+def sbatch_script(plan, opts, python: str) -> str:
+    """The batch script: #SBATCH lines from the plan, then `hpcai launch` inside the allocation."""
+    g = plan.geometry
+    lines = ["#!/bin/bash",
+             "# Written by `hpcai submit`. Inside the allocation, `hpcai launch` plans the step again",
+             "# (MASTER_ADDR/PORT from the job's nodes and id) and writes the run record into",
+             f"# {plan.run_dir}.",
+             f"#SBATCH --job-name=hpcai-{plan.payload}", f"#SBATCH --nodes={g.nodes}",
+             f"#SBATCH --ntasks-per-node={g.ntasks_per_node}"]
+    for key, value in (("gpus-per-node", g.gpus_per_node), ("cpus-per-task", g.cpus_per_task),
+                       ("time", g.time), ("partition", g.partition), ("account", g.account),
+                       ("nodelist", g.nodelist)):
+        if value:
+            lines.append(f"#SBATCH --{key}={shlex.quote(str(value))}")
+    lines.append(f"#SBATCH --output={shlex.quote(plan.run_dir)}/slurm-%j.out")
+    lines += [f"#SBATCH {shlex.quote(o)}" for o in _site_sbatch(plan)]
+    lines += ["#", "# The step as planned at submission (site " + plan.site + "):"]
+    lines += ["#   " + ln for ln in plan.display().splitlines()]
+    lines += ["set -eu", shlex.join(["exec", python, "-m", "hpcai", "launch", *options_argv(opts)])]
+    return "\n".join(lines) + "\n"
+
+
+def _site_sbatch(plan) -> tuple[str, ...]:
+    from hpcai.site import load_site
+
+    return load_site(plan.site).sbatch_options
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the top-level app."""
+    """Add `launch` and `submit` to the top-level app."""
+
+    def launch(
+        words: Optional[list[str]] = typer.Argument(None, metavar="PAYLOAD [VAR=VALUE…] | --cmd -- CMD…",
+                                                    help="Payload name and var=value overrides, or with --cmd the raw command."),
+        image: str = typer.Option(..., "--image", "-i", envvar="HPCAI_IMAGE", help="SIF/SquashFS path or engine image."),
+        cmd: bool = typer.Option(False, "--cmd", help="Run the raw command given after `--` instead of a payload."),
+        nodes: int = typer.Option(1, "--nodes", "-N", help="Nodes."),
+        ntasks_per_node: Optional[int] = typer.Option(None, "--ntasks-per-node", help="Ranks per node [default: site GPUs per node, else 1]."),
+        gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="GPUs per node [default: the site's]."),
+        cpus_per_task: Optional[int] = typer.Option(None, "--cpus-per-task", "-c", help="CPUs per rank [default: node CPUs / ranks]."),
+        time_: str = typer.Option("", "--time", "-t", help="Time limit (Slurm format)."),
+        partition: str = typer.Option("", "--partition", "-p", envvar="HPCAI_PARTITION"),
+        account: str = typer.Option("", "--account", "-A", envvar="HPCAI_ACCOUNT"),
+        site: Optional[str] = typer.Option(None, "--site", envvar="HPCAI_SITE", help="Site profile [default: autodetect, else generic-slurm, else local]."),
+        runtime: Optional[str] = typer.Option(None, "--runtime", envvar="HPCAI_RUNTIME", help="apptainer, singularity, charliecloud, docker, podman [default: the site's]."),
+        backend: Optional[str] = typer.Option(None, "--backend", help="srun, mpiexec, local [default: the site's]."),
+        bind: list[str] = typer.Option([], "--bind", "-B", help="SRC[:DST], repeatable."),
+        env: list[str] = typer.Option([], "--env", "-e", help="KEY=VALUE (or KEY: copy this shell's value), repeatable."),
+        mpi: Optional[str] = typer.Option(None, "--mpi", help="pmi2, pmix, cray_shasta, pspmix, none [default: the site's]."),
+        per_gpu: bool = typer.Option(False, "--per-gpu", help="Independent single-GPU copies, CPUs split evenly."),
+        nodelist: str = typer.Option("", "--nodelist", "-w", help="Slurm host list (mpiexec: hostfile)."),
+        output_dir: Optional[str] = typer.Option(None, "--output-dir", "-o", help="Run record folder [default: runs/<time>-<payload>[-<jobid>]]."),
+        energy: bool = typer.Option(False, "--energy", help="Measure power per node (jpwr) into the record."),
+        no_entrypoint: bool = typer.Option(False, "--no-entrypoint", help="The image has no hpcai-entrypoint: run the command bare."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact command and the site; start nothing."),
+        as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON; start nothing."),
+    ) -> None:
+        """Run a payload (or a raw command) in a container on every rank, and record the run."""
+        opts = _options(image, list(words or []), cmd, nodes=nodes, ntasks_per_node=ntasks_per_node,
+                        gpus_per_node=gpus_per_node, cpus_per_task=cpus_per_task, time=time_,
+                        partition=partition, account=account, site=site, runtime=runtime,
+                        backend=backend, binds=tuple(bind), env=tuple(env), mpi=mpi, per_gpu=per_gpu,
+                        nodelist=nodelist, output_dir=output_dir, energy=energy,
+                        no_entrypoint=no_entrypoint)
+        from hpcai.plan import plan_launch
+
+        preview = dry_run or as_json
+        plan = plan_launch(opts, check=not preview)
+        if as_json:
+            import json
+
+            sys.stdout.write(json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n")
+            return
+        if dry_run:
+            _describe(plan)
+            sys.stdout.write(plan.display() + "\n")
+            return
+        from hpcai.launch import execute
+
+        execute(plan, echo=True)
+
+    app.command("launch", rich_help_panel=PANEL,
+                context_settings={"allow_interspersed_args": True})(launch)
+
+    def submit(
+        words: Optional[list[str]] = typer.Argument(None, metavar="PAYLOAD [VAR=VALUE…] | --cmd -- CMD…"),
+        image: str = typer.Option(..., "--image", "-i", envvar="HPCAI_IMAGE"),
+        cmd: bool = typer.Option(False, "--cmd"),
+        nodes: int = typer.Option(1, "--nodes", "-N"),
+        ntasks_per_node: Optional[int] = typer.Option(None, "--ntasks-per-node"),
+        gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node"),
+        cpus_per_task: Optional[int] = typer.Option(None, "--cpus-per-task", "-c"),
+        time_: str = typer.Option("", "--time", "-t"),
+        partition: str = typer.Option("", "--partition", "-p", envvar="HPCAI_PARTITION"),
+        account: str = typer.Option("", "--account", "-A", envvar="HPCAI_ACCOUNT"),
+        site: Optional[str] = typer.Option(None, "--site", envvar="HPCAI_SITE"),
+        runtime: Optional[str] = typer.Option(None, "--runtime", envvar="HPCAI_RUNTIME"),
+        bind: list[str] = typer.Option([], "--bind", "-B"),
+        env: list[str] = typer.Option([], "--env", "-e"),
+        mpi: Optional[str] = typer.Option(None, "--mpi"),
+        per_gpu: bool = typer.Option(False, "--per-gpu"),
+        nodelist: str = typer.Option("", "--nodelist", "-w"),
+        output_dir: Optional[str] = typer.Option(None, "--output-dir", "-o"),
+        energy: bool = typer.Option(False, "--energy"),
+        no_entrypoint: bool = typer.Option(False, "--no-entrypoint"),
+        no_submit: bool = typer.Option(False, "--no-submit", help="Write the script, do not call sbatch."),
+    ) -> None:
+        """Write an sbatch script for the same plan as `launch` and submit it (unless --no-submit)."""
+        from hpcai.errors import HpcaiError
+        from hpcai.plan import plan_launch
+
+        opts = _options(image, list(words or []), cmd, nodes=nodes, ntasks_per_node=ntasks_per_node,
+                        gpus_per_node=gpus_per_node, cpus_per_task=cpus_per_task, time=time_,
+                        partition=partition, account=account, site=site, runtime=runtime,
+                        binds=tuple(bind), env=tuple(env), mpi=mpi, per_gpu=per_gpu, nodelist=nodelist,
+                        output_dir=output_dir, energy=energy, no_entrypoint=no_entrypoint)
+        plan = plan_launch(opts, check=not no_submit)
+        if plan.backend != "srun":
+            raise HpcaiError(f"submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
+        run_dir = Path(plan.run_dir)
+        opts.output_dir = str(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        script = run_dir / "submit.sbatch"
+        script.write_text(sbatch_script(plan, opts, sys.executable))
+        sys.stderr.write(f"sbatch script: {script}\n")
+        if no_submit:
+            sys.stdout.write(str(script) + "\n")
+            return
+        from hpcai.plan import parse_env
+        from hpcai.redact import is_secret
+
+        secrets = {k: v for k, v in parse_env(opts.env, dict(os.environ)).items() if is_secret(k)}
+        res = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True,
+                             env={**os.environ, **secrets}, check=False)
+        if res.returncode != 0:
+            raise HpcaiError(f"sbatch failed: {res.stderr.strip() or res.stdout.strip()}")
+        job_id = res.stdout.strip().split(";")[0]
+        (run_dir / "job_id").write_text(job_id + "\n")
+        sys.stdout.write(job_id + "\n")
+
+    app.command("submit", rich_help_panel=PANEL,
+                context_settings={"allow_interspersed_args": True})(submit)
+
+
+def _describe(plan) -> None:
+    g = plan.geometry
+    sys.stderr.write(f"# site: {plan.site} ({plan.site_source})\n"
+                     f"# backend: {plan.backend}  runtime: {plan.runtime}  nodes: {g.nodes}  "
+                     f"ranks/node: {g.ntasks_per_node}  gpus/node: {g.gpus_per_node}  "
+                     f"mpi: {g.mpi or 'default'}\n# run record: {plan.run_dir}\n")
+    for w in plan.warnings:
+        sys.stderr.write(f"# warning: {w}\n")

@@ -1,0 +1,68 @@
+"""MASTER_ADDR and MASTER_PORT on the host side, so no one writes `scontrol … | head -1` again.
+
+MASTER_ADDR is the first host of the allocation (Slurm host lists such as `nid[001234-001300]`
+are expanded with python-hostlist), plus the site's suffix (JSC: `i`, the IPoIB name that crosses
+InfiniBand cells), resolved to an address when it resolves. MASTER_PORT follows enroot's
+`50-slurm-pytorch.sh` rule so every tool that derives it from the job id agrees.
+This module is stdlib-only apart from hostlist (imported lazily): the rank shim imports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+DEFAULT_PORT = 29500
+
+
+def first_host(nodelist: str) -> str:
+    """First host of a Slurm host list; only the first bracket group is expanded."""
+    nodelist = nodelist.strip()
+    if not nodelist:
+        raise ValueError("empty host list")
+    if "[" not in nodelist:
+        return nodelist.split(",", 1)[0]
+    import hostlist  # lazy: only needed for bracketed lists
+
+    # Expanding 4,096 hosts to take one is wasteful: cut the list at the first top-level comma.
+    depth, end = 0, len(nodelist)
+    for i, ch in enumerate(nodelist):
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            end = i
+            break
+    head = nodelist[:end]
+    if head.count("[") > 1:  # multi-dimensional names (a[1-2]b[3-4]): rare, expand fully
+        return hostlist.expand_hostlist(head)[0]
+    prefix, _, rest = head.partition("[")
+    first_range = rest.split(",", 1)[0].rstrip("]").split("-", 1)[0]
+    return hostlist.expand_hostlist(f"{prefix}[{first_range}]{head.rsplit(']', 1)[1]}")[0]
+
+
+def expand(nodelist: str) -> list[str]:
+    import hostlist
+
+    return hostlist.expand_hostlist(nodelist)
+
+
+def master_addr(nodelist: str, suffix: str = "",
+                resolve: Callable[[str], str | None] | None = None) -> tuple[str, str | None]:
+    """(address, warning). With a suffix, `<host><suffix>` is resolved when `resolve` finds it."""
+    host = first_host(nodelist)
+    if not suffix:
+        return host, None
+    name = host + suffix
+    addr = resolve(name) if resolve else None
+    if addr:
+        return addr, None
+    return name, f"{name} does not resolve here; MASTER_ADDR={name} is passed unresolved"
+
+
+def master_port(job_id: str | int | None, fixed: int = 0) -> int:
+    """The site's fixed port, else enroot's `SLURM_JOB_ID % 4536 + 61000`, else 29500."""
+    if fixed:
+        return fixed
+    try:
+        return int(job_id) % 4536 + 61000  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return DEFAULT_PORT

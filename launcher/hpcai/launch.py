@@ -1,0 +1,288 @@
+"""Executing a LaunchPlan: start the ranks, pass on signals, name failed ranks, write the run record.
+
+`run_launch(opts)` is the Python API (`hpcai sweep` calls it): it plans, creates the record
+folder (never an existing record), writes plan.json, runs the backend and writes status.json.
+srun runs one step with `--kill-on-bad-exit=1` and per-rank logs; failed ranks come from srun's
+own stderr (`srun: error: nid002: task 1: Exited with exit code 3`) and from the exit files the
+rank shim writes, because the test cluster (and many others) has no accounting database for
+`sacct`. The local backend starts each rank itself and ends the others as soon as one fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from hpcai import record
+from hpcai.errors import HpcaiError
+from hpcai.plan import LaunchOptions, LaunchPlan, plan_launch
+
+__all__ = ["LaunchOptions", "LaunchPlan", "LaunchFailed", "plan_launch", "run_launch", "execute"]
+
+GRACE_S = 10.0          # between SIGTERM and SIGKILL
+KILLED = {130, 137, 143}  # exit codes of ranks we (or Slurm) ended, not ranks that failed
+_SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)")
+
+
+class LaunchFailed(HpcaiError):
+    """The run started but did not succeed; `run_dir` holds its record."""
+
+    def __init__(self, message: str, run_dir: Path, exit_code: int = 1):
+        super().__init__(message)
+        self.run_dir = run_dir
+        self.exit_code = exit_code
+
+
+def run_launch(opts: LaunchOptions, check: bool = True, echo: bool = False) -> Path:
+    """Plan and run; returns the record folder. check: raise LaunchFailed unless it completed."""
+    return execute(plan_launch(opts), check=check, echo=echo)
+
+
+def _ranges(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def failed_ranks(srun_stderr: list[str], exit_codes: dict[int, int]) -> dict[int, int]:
+    """{rank: exit code} of ranks that failed by themselves (not the ones killed after them)."""
+    reported: dict[int, int] = dict(exit_codes)
+    for line in srun_stderr:
+        m = _SRUN_TASK.search(line)
+        if m and "Exited with exit code" in m.group(3):
+            code = int(m.group(3).rsplit(" ", 1)[-1])
+            reported.update({r: code for r in _ranges(m.group(2)) if reported.get(r) in (None, 0)})
+    failed = {r: c for r, c in reported.items() if c and c not in KILLED}
+    if not failed:  # only killed ranks (e.g. cancelled from outside): name them all
+        failed = {r: c for r, c in reported.items() if c}
+    return dict(sorted(failed.items()))
+
+
+def read_exit_files(log_dir: Path) -> dict[int, int]:
+    codes = {}
+    for p in log_dir.glob("rank-*.exit"):
+        try:
+            codes[int(p.stem.split("-", 1)[1])] = int(p.read_text().strip())
+        except ValueError:
+            continue
+    return codes
+
+
+class _Signals:
+    """Turn SIGINT/SIGTERM into a flag the run loop acts on (restored afterwards)."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._old: dict[int, object] = {}
+
+    def __enter__(self) -> _Signals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._set)
+        return self
+
+    def _set(self, signum, _frame) -> None:
+        self.received = signum
+
+    def __exit__(self, *exc) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def _stop(procs: list[subprocess.Popen], names: list[str], engine: str | None) -> None:
+    """SIGTERM every rank's process group, kill containers by name, SIGKILL after the grace."""
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    if engine and names:
+        subprocess.run([engine, "kill", *names], capture_output=True, check=False)
+    deadline = time.monotonic() + GRACE_S
+    for p in procs:
+        try:
+            p.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+
+
+def _run_local(plan: LaunchPlan, logs: Path, sig: _Signals) -> tuple[dict[int, int], str]:
+    engine = plan.runtime if plan.runtime in ("docker", "podman") else None
+    procs: list[subprocess.Popen] = []
+    for rank, argv in enumerate(plan.rank_argvs):
+        with open(logs / f"rank-{rank}.out", "wb") as out, open(logs / f"rank-{rank}.err", "wb") as err:
+            try:  # own session: hpcai alone decides how ranks are ended
+                procs.append(subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                              env={**os.environ, **plan.rank_envs[rank]},
+                                              start_new_session=True))
+            except OSError as exc:
+                _stop(procs, plan.container_names, engine)
+                raise HpcaiError(f"cannot start rank {rank} ({argv[0]}): {exc}") from None
+    state = "completed"
+    while [p.poll() for p in procs].count(None):  # poll every rank, not only the first running
+        if sig.received or any(p.returncode not in (None, 0) for p in procs):
+            state = "cancelled" if sig.received else "failed"
+            _stop(procs, plan.container_names, engine)
+            break
+        time.sleep(0.05)
+    codes = {r: (128 - p.wait() if p.wait() < 0 else p.returncode) for r, p in enumerate(procs)}
+    if engine and plan.container_names:  # a client killed hard cannot remove its container
+        subprocess.run([engine, "rm", "-f", *plan.container_names], capture_output=True, check=False)
+    if state == "completed" and any(codes.values()):
+        state = "failed"
+    return codes, state
+
+
+def _run_step(plan: LaunchPlan, logs: Path, sig: _Signals) -> tuple[dict[int, int], str, list[str], int]:
+    lines: list[str] = []
+    proc = subprocess.Popen(plan.argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            errors="replace", start_new_session=True)
+
+    def pump() -> None:  # show srun's own messages and keep them to find failed ranks
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            sys.stderr.write(line)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    state, sent = "completed", 0.0
+    while proc.poll() is None:
+        if sig.received and not sent:
+            state, sent = "cancelled", time.monotonic()
+            # Two SIGINTs within a second make srun pass SIGINT to every task (the shims stop
+            # their containers); a SIGTERM would make srun SIGKILL the tasks at once.
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.2)
+            proc.send_signal(signal.SIGINT)
+        elif sent and time.monotonic() - sent > 3 * GRACE_S:
+            proc.kill()
+        time.sleep(0.05)
+    reader.join(timeout=5)
+    codes = read_exit_files(logs)
+    if state == "completed" and (proc.returncode or any(codes.values())):
+        state = "failed"
+    if state != "completed" and plan.runtime in ("docker", "podman"):
+        _cleanup_containers(plan, logs)
+    return codes, state, lines, proc.returncode
+
+
+def _cleanup_containers(plan: LaunchPlan, logs: Path) -> None:
+    """Slurm may SIGKILL the shims; remove their containers on every node that ran one."""
+    label = f"hpcai.run={Path(plan.run_dir).name}"
+    hosts = sorted({p.read_text().strip() for p in logs.glob("rank-*.host")} - {""})
+    if hosts:
+        argv = ["srun", f"--nodes={len(hosts)}", "--ntasks-per-node=1", f"--nodelist={','.join(hosts)}",
+                sys.executable, "-m", "hpcai.shim", "--cleanup", label, "--", plan.runtime]
+        try:
+            subprocess.run(argv, capture_output=True, timeout=120, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    from hpcai.shim import cleanup  # and here, for engines shared with this host
+
+    cleanup(plan.runtime, label)
+
+
+def _digest(plan: LaunchPlan) -> str | None:
+    """docker/podman: the image Id; a SIF or SquashFS file: its sha256 (read in 1 MiB blocks)."""
+    path = Path(plan.image)
+    if plan.runtime in ("docker", "podman"):
+        from hpcai.runtimes.docker import image_id
+
+        return image_id(plan.runtime, plan.image)
+    if path.is_file():
+        import hashlib
+
+        h = hashlib.sha256()
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        return "sha256:" + h.hexdigest()
+    return None
+
+
+def _make_dir(run_dir: Path) -> None:
+    if run_dir.exists() and any(run_dir.iterdir()) and record.is_run_dir(run_dir):
+        raise HpcaiError(f"{run_dir} already holds a run record")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / record.LOGS).mkdir(exist_ok=True)
+
+
+def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
+    from hpcai.console import err
+
+    run_dir = Path(plan.run_dir)
+    _make_dir(run_dir)
+    logs = run_dir / record.LOGS
+    data = plan.to_json()
+    data["image_digest"] = None
+    digest: dict[str, str | None] = {}
+    hasher = threading.Thread(target=lambda: digest.setdefault("d", _digest(plan)), daemon=True)
+    hasher.start()  # a SIF can be many GB: hash it while the ranks run
+    record.write_json(run_dir / record.PLAN, data)
+    started = time.time()
+    status = record.RunStatus(state="running", started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    record.write_status(run_dir, status)
+    for w in plan.warnings:
+        err.print(f"[yellow]warning:[/] {w}")
+    srun_lines: list[str] = []
+    rc = 0
+    with _Signals() as sig:
+        if plan.backend == "local":
+            codes, state = _run_local(plan, logs, sig)
+        else:
+            codes, state, srun_lines, rc = _run_step(plan, logs, sig)
+    wall = round(time.time() - started, 3)
+    failed = failed_ranks(srun_lines, codes) if state == "failed" else {}
+    exit_code = 0 if state == "completed" else (130 if state == "cancelled" else
+                                                 next((c for c in failed.values() if c), rc or 1))
+    status = record.RunStatus(
+        state=state, exit_code=exit_code, failed_ranks=list(failed), wall_s=wall,
+        steps=[{"name": plan.backend, "exit_code": exit_code, "wall_s": wall,
+                "rank_exit_codes": {str(r): c for r, c in sorted(codes.items())}}],
+        started=status.started, ended=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        message=_message(state, failed, run_dir, rc))
+    hasher.join(timeout=60)
+    data["image_digest"] = digest.get("d")
+    record.write_json(run_dir / record.PLAN, data)
+    record.write_status(run_dir, status)
+    try:
+        from hpcai.results.records import finalize
+    except ImportError:
+        finalize = None
+    if finalize is not None:
+        finalize(run_dir)
+    if echo:
+        rank0 = logs / "rank-0.out"
+        if rank0.is_file():
+            sys.stdout.write(rank0.read_text(errors="replace"))
+            sys.stdout.flush()
+    err.print(f"run record: {run_dir}", highlight=False)
+    if check and state != "completed":
+        raise LaunchFailed(status.message, run_dir, 130 if state == "cancelled" else 1)
+    return run_dir
+
+
+def _message(state: str, failed: dict[int, int], run_dir: Path, rc: int) -> str:
+    if state == "completed":
+        return "completed"
+    if state == "cancelled":
+        return f"cancelled; logs in {run_dir / record.LOGS}"
+    if not failed:
+        return f"the step failed (exit code {rc}) before any rank reported; see {run_dir / record.LOGS}"
+    first = next(iter(failed))
+    names = ", ".join(f"rank {r} (exit code {c})" for r, c in failed.items())
+    return f"{names} failed; log: {run_dir / record.LOGS / f'rank-{first}.err'}"

@@ -1,0 +1,329 @@
+"""LaunchPlan = backend ∘ runtime ∘ entrypoint ∘ payload, each a token list, decided before anything runs.
+
+`plan_launch(opts)` is a pure function of the options, the site profile and what `Host` reports;
+every bad input (unknown site, runtime, payload or variable, malformed --env/--bind, a missing
+image) raises UsageError here, so nothing is started for a launch that cannot work.
+Commands are token lists; `shlex.join` is only for display.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcai import record
+from hpcai.backends import Geometry, backend_prefix
+from hpcai.errors import UsageError, unknown
+from hpcai.site import BACKENDS, MPI_TYPES, Host, SiteProfile, resolve_site, site_binds
+
+
+@dataclass
+class LaunchOptions:
+    """What `hpcai launch` was asked; also the Python API used by `hpcai sweep`."""
+
+    image: str
+    payload: str | None = None            # payload name; None with cmd
+    payload_args: tuple[str, ...] = ()    # var=value overrides
+    cmd: tuple[str, ...] = ()             # raw command (--cmd … -- ARGS)
+    nodes: int = 1
+    ntasks_per_node: int | None = None    # default: site GPUs per node, else 1
+    gpus_per_node: int | None = None
+    cpus_per_task: int | None = None
+    time: str = ""
+    partition: str = ""
+    account: str = ""
+    site: str | None = None               # default: $HPCAI_SITE, else autodetect
+    runtime: str | None = None            # default: the site's
+    backend: str | None = None            # default: the site's
+    binds: tuple[str, ...] = ()           # SRC[:DST]
+    env: tuple[str, ...] = ()             # KEY=VALUE, or KEY to copy the host's value
+    mpi: str | None = None
+    per_gpu: bool = False
+    nodelist: str = ""
+    output_dir: str | None = None
+    runs_root: str = "runs"
+    energy: bool = False
+    no_entrypoint: bool = False
+
+
+@dataclass
+class LaunchPlan:
+    site: str
+    site_source: str
+    backend: str
+    runtime: str
+    image: str
+    payload: str                          # payload name, or "cmd"
+    payload_vars: dict[str, str]
+    command: list[str]                    # in-container argv after the entrypoint
+    geometry: Geometry
+    binds: list[tuple[str, str]]
+    container_env: dict[str, str]
+    argv: list[str]                       # srun/mpiexec: the command; local: rank 0's
+    rank_argvs: list[list[str]] = field(default_factory=list)   # local backend only
+    rank_envs: list[dict[str, str]] = field(default_factory=list)
+    container_names: list[str] = field(default_factory=list)
+    run_dir: str = ""
+    job_id: str | None = None
+    master_addr: str | None = None        # None: computed per step by the rank shim
+    master_port: int | None = None
+    energy: bool = False
+    image_labels: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def commands(self) -> list[list[str]]:
+        return self.rank_argvs or [self.argv]
+
+    def display(self) -> str:
+        """Every command, shell-quoted with secrets redacted: one line per rank for local."""
+        from hpcai.redact import redact_argv
+
+        return "\n".join(shlex.join(redact_argv(a)) for a in self.commands)
+
+    def to_json(self) -> dict[str, Any]:
+        """plan.json (argv and environment redacted)."""
+        from hpcai import __version__
+        from hpcai.redact import redact_argv, redact_env
+        from hpcai.resources import git_sha
+
+        g = self.geometry
+        return {
+            "hpcai_version": __version__, "git_sha": git_sha(),
+            "site": self.site, "site_source": self.site_source,
+            "backend": self.backend, "runtime": self.runtime, "image": self.image,
+            "payload": self.payload, "payload_vars": self.payload_vars,
+            "command": redact_argv(self.command),
+            "argv": redact_argv(self.argv),
+            "rank_argvs": [redact_argv(a) for a in self.rank_argvs],
+            "env": redact_env(self.container_env),
+            "binds": [f"{s}:{d}" for s, d in self.binds],
+            "nodes": g.nodes, "ntasks_per_node": g.ntasks_per_node, "ntasks": g.ntasks,
+            "gpus_per_node": g.gpus_per_node, "cpus_per_task": g.cpus_per_task,
+            "per_gpu": g.per_gpu, "mpi": g.mpi, "partition": g.partition, "account": g.account,
+            "time": g.time, "in_allocation": g.in_allocation, "geometry": asdict(g),
+            "job_id": self.job_id, "master_addr": self.master_addr,
+            "master_port": self.master_port, "energy": self.energy,
+            "image_labels": self.image_labels, "run_dir": self.run_dir, "warnings": self.warnings,
+        }
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_env(items: tuple[str, ...], host_env: dict[str, str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not _ENV_NAME.fullmatch(name):
+            raise UsageError(f"--env {item!r}: expected KEY=VALUE or KEY with KEY a variable name")
+        if not sep:
+            if name not in host_env:
+                raise UsageError(f"--env {name}: not set in this environment; use --env {name}=VALUE")
+            value = host_env[name]
+        out[name] = value
+    return out
+
+
+def parse_binds(items: tuple[str, ...]) -> list[tuple[str, str]]:
+    out = []
+    for item in items:
+        src, _, dst = item.partition(":")
+        dst = dst or src
+        # Apptainer splits --bind on ',' and ':'; docker -v on ':'. Such paths cannot be bound.
+        if not src or "," in item or ":" in dst or not src.startswith("/") or not dst.startswith("/"):
+            raise UsageError(f"--bind {item!r}: expected /SRC[:/DST] with absolute paths and no ',' "
+                             "or extra ':'")
+        out.append((src, dst))
+    return out
+
+
+def parse_vars(args: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for arg in args:
+        name, sep, value = arg.partition("=")
+        if not sep or not _ENV_NAME.fullmatch(name):
+            raise UsageError(f"payload argument {arg!r}: expected var=value (or use --cmd for a raw command)")
+        out[name] = value
+    return out
+
+
+def _payload(opts: LaunchOptions, valid: list[str] | None) -> tuple[str, dict[str, str], list[str]]:
+    """(label, vars, command after the entrypoint)."""
+    from hpcai import payloads
+    from hpcai.runtimes import BENCH
+
+    if opts.cmd:
+        if opts.payload or opts.payload_args:
+            raise UsageError("give either a payload name or --cmd with a raw command, not both")
+        return "cmd", {}, list(opts.cmd)
+    if not opts.payload:
+        raise UsageError(f"no payload given; valid: {', '.join(valid or payloads.available_payloads())}")
+    known = valid if valid is not None else payloads.available_payloads()
+    if opts.payload not in known:
+        raise unknown("payload", opts.payload, known)
+    overrides = parse_vars(opts.payload_args)
+    if opts.payload in payloads.available_payloads():
+        manifest = payloads.load_payload(opts.payload)
+        if hasattr(manifest, "validate_vars"):  # unknown variables fail before anything starts
+            manifest.validate_vars(overrides)
+    return opts.payload, overrides, [BENCH, opts.payload, *(f"{k}={v}" for k, v in overrides.items())]
+
+
+def _positive(name: str, value: int | None) -> None:
+    if value is not None and value < (1 if name in ("--nodes", "--ntasks-per-node") else 0):
+        raise UsageError(f"{name} must be a positive number, got {value}")
+
+
+def _geometry(opts: LaunchOptions, site: SiteProfile, backend: str, env: dict[str, str],
+              log_dir: str) -> Geometry:
+    for name, value in (("--nodes", opts.nodes), ("--ntasks-per-node", opts.ntasks_per_node),
+                        ("--gpus-per-node", opts.gpus_per_node), ("--cpus-per-task", opts.cpus_per_task)):
+        _positive(name, value)
+    gpus = site.gpus_per_node if opts.gpus_per_node is None else opts.gpus_per_node
+    tasks = opts.ntasks_per_node or (gpus or 1)
+    if opts.per_gpu:
+        if not gpus:
+            raise UsageError("--per-gpu needs GPUs: give --gpus-per-node (the site has none)")
+        tasks = gpus  # one independent copy per GPU
+    cpus = opts.cpus_per_task
+    if cpus is None and site.cpus_per_node:
+        cpus = max(site.cpus_per_node // tasks, 1)  # the node's CPUs split evenly
+    mpi = site.mpi if opts.mpi is None else opts.mpi
+    if mpi and mpi not in MPI_TYPES:
+        raise unknown("mpi type", mpi, MPI_TYPES)
+    if backend == "local" and opts.nodes != 1:
+        raise UsageError(f"the local backend runs on this machine only: --nodes must be 1, got {opts.nodes}")
+    return Geometry(
+        nodes=opts.nodes, ntasks_per_node=tasks, cpus_per_task=cpus or 0, gpus_per_node=gpus,
+        per_gpu=opts.per_gpu, mpi=mpi, distribution=site.distribution, cpu_bind=site.cpu_bind,
+        partition=opts.partition or site.partition, account=opts.account or site.account,
+        time=opts.time, nodelist=opts.nodelist, in_allocation=bool(env.get("SLURM_JOB_ID")),
+        log_dir=log_dir if backend == "srun" else "", extra=site.srun_options if backend == "srun" else ())
+
+
+def _run_dir(opts: LaunchOptions, label: str, job_id: str | None) -> Path:
+    if opts.output_dir:
+        out = Path(opts.output_dir)
+        if record.is_run_dir(out):
+            raise UsageError(f"--output-dir {out} already holds a run record; a run never overwrites another")
+        return out.absolute()
+    return record.new_run_dir(Path(opts.runs_root).absolute(), label, job_id)
+
+
+def _container_name(run_dir: Path) -> str:
+    return "hpcai-" + re.sub(r"[^A-Za-z0-9_.-]", "-", run_dir.name).strip("-.")
+
+
+def check_image(runtime_name: str, runtime: Any, image: str) -> dict[str, str]:
+    """Fail (exit 2) when the image is missing; return its labels when the engine has them."""
+    if runtime.image_is_file:
+        if not Path(image).exists():
+            raise UsageError(f"image not found: {image} (the {runtime_name} runtime takes a file "
+                             "or folder path)")
+        return {}
+    from hpcai.runtimes.docker import image_labels
+
+    return image_labels(runtime.binary, image)
+
+
+def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = True) -> LaunchPlan:
+    """The full plan. check=False (dry-run) does not require the image to exist here."""
+    from hpcai import hostnames
+    from hpcai.runtimes import ENTRYPOINT, ContainerSpec, get_runtime
+
+    host = host or Host()
+    env_now = host.environ()
+    site = resolve_site(opts.site, host)
+    runtime_name = opts.runtime or site.runtime
+    runtime = get_runtime(runtime_name)
+    backend = opts.backend or site.backend
+    if backend not in BACKENDS:
+        raise unknown("backend", backend, BACKENDS)
+    labels = check_image(runtime_name, runtime, opts.image) if check else {}
+    image_payloads = [p for p in labels.get("hpcai.payloads", "").split(",") if p] or None
+    label, payload_vars, command = _payload(opts, image_payloads)
+    container_env = {**site.env, **parse_env(opts.env, env_now)}
+    binds, warnings = site_binds(site, host)
+    binds += parse_binds(opts.binds)
+    job_id = env_now.get("SLURM_JOB_ID") if backend == "srun" else None
+    run_dir = _run_dir(opts, label, job_id)
+    log_dir = str(run_dir / record.LOGS)
+    geom = _geometry(opts, site, backend, env_now, log_dir)
+
+    spec = ContainerSpec(
+        image=opts.image, command=tuple(command),
+        entrypoint="" if opts.no_entrypoint else ENTRYPOINT,
+        payload=() if opts.cmd else (label, *command[2:]),
+        binds=tuple(binds), env=tuple(container_env.items()), gpu=site.gpu,
+        containall=site.containall, cleanenv=site.cleanenv, apptainer_command=site.apptainer_command,
+        labels=(("hpcai.run", run_dir.name),) if runtime_name in ("docker", "podman") else ())
+    plan = LaunchPlan(site=site.name, site_source=site.source, backend=backend, runtime=runtime_name,
+                      image=opts.image, payload=label, payload_vars=payload_vars, command=command,
+                      geometry=geom, binds=binds, container_env=container_env, argv=[],
+                      run_dir=str(run_dir), job_id=job_id, energy=opts.energy, warnings=warnings)
+    plan.image_labels = labels
+    wrap = _energy_wrapper(run_dir) if opts.energy else (lambda argv: argv)
+
+    if backend == "local":
+        port = int(container_env.get("MASTER_PORT") or host.free_port())
+        plan.master_addr, plan.master_port = "127.0.0.1", port
+        from hpcai.backends.local import rank_env
+
+        for rank in range(geom.ntasks):
+            renv = rank_env(rank, geom.ntasks, port, geom.per_gpu, site.gpu)
+            renv = {k: v for k, v in renv.items() if k not in container_env}  # --env wins
+            name = f"{_container_name(run_dir)}-{rank}"
+            rspec = _replace(spec, env=tuple({**renv, **container_env}.items()),
+                             name=name if runtime_name in ("docker", "podman") else "")
+            plan.rank_argvs.append(wrap(runtime.argv(rspec)))
+            plan.rank_envs.append(renv)
+            if rspec.name:
+                plan.container_names.append(name)
+        plan.argv = plan.rank_argvs[0]
+        return plan
+
+    # srun / mpiexec: one argv for every task; the shim does the per-rank part on the node.
+    nodelist = opts.nodelist or (env_now.get("SLURM_JOB_NODELIST", "")
+                                 if str(opts.nodes) == env_now.get("SLURM_JOB_NUM_NODES") else "")
+    if nodelist and not geom.per_gpu and not nodelist.startswith("/"):
+        plan.master_addr, warn = hostnames.master_addr(nodelist, site.master_addr_suffix, host.resolve)
+        plan.warnings += [warn] if warn else []
+    plan.master_port = hostnames.master_port(job_id, site.master_port) if job_id or site.master_port else None
+    shim = [host.python(), "-m", "hpcai.shim", "--kind", runtime_name]
+    if runtime_name in ("docker", "podman"):
+        shim += ["--name", f"hpcai-{{jobid}}-{run_dir.name}-{{rank}}"]
+    if runtime_name in ("docker", "podman") or (runtime_name in ("apptainer", "singularity") and site.cleanenv):
+        for pattern in site.pass_env:
+            shim += ["--pass", pattern]
+    if site.master_addr_suffix:
+        shim += ["--suffix", site.master_addr_suffix]
+    if plan.master_addr:
+        shim += ["--master-addr", plan.master_addr]
+    if site.master_port:
+        shim += ["--port", str(site.master_port)]
+    if geom.per_gpu:
+        shim.append("--per-gpu")
+    shim += ["--exit-dir", log_dir]
+    if backend == "mpiexec":
+        shim += ["--log-dir", log_dir]
+    plan.argv = backend_prefix(backend, geom) + wrap(shim + ["--"] + runtime.argv(spec))
+    return plan
+
+
+def _replace(spec, **changes):
+    from dataclasses import replace
+
+    return replace(spec, **changes)
+
+
+def _energy_wrapper(run_dir: Path):
+    try:
+        from hpcai.results.energy import wrap_argv
+    except ImportError:
+        raise UsageError("--energy needs hpcai.results.energy, which this installation lacks") from None
+    energy_dir = str(run_dir / record.ENERGY)
+    return lambda argv: wrap_argv(list(argv), energy_dir)

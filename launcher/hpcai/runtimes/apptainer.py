@@ -1,0 +1,41 @@
+"""Apptainer and SingularityCE: `apptainer exec|run [--containall] [--cleanenv] --nv|--rocm --bind … IMG …`.
+
+The container environment is passed as `APPTAINERENV_<NAME>=<value>` through `env`, not with
+`--env`: Apptainer parses `--env` as a comma-separated list, which would split values such as
+`NCCL_SOCKET_IFNAME=hsn0,hsn1`; `APPTAINERENV_*` survives `--cleanenv` and any character.
+"""
+
+from __future__ import annotations
+
+from hpcai.runtimes import ContainerSpec
+
+
+class ApptainerRuntime:
+    name = "apptainer"
+    binary = "apptainer"
+    env_prefix = "APPTAINERENV_"
+    image_is_file = True
+
+    def argv(self, spec: ContainerSpec) -> list[str]:
+        # Format: env APPTAINERENV_K=V … apptainer exec --cleanenv --nv --bind S:D IMG ENTRY CMD…
+        prefix = ["env", *(f"{self.env_prefix}{k}={v}" for k, v in spec.env)] if spec.env else []
+        run = spec.apptainer_command == "run" and bool(spec.payload) and bool(spec.entrypoint)
+        argv = [self.binary, "run" if run else "exec"]
+        if spec.containall:
+            argv.append("--containall")
+        if spec.cleanenv:
+            argv.append("--cleanenv")
+        argv += {"nvidia": ["--nv"], "amd": ["--rocm"]}.get(spec.gpu, [])
+        for src, dst in spec.binds:
+            argv += ["--bind", src if src == dst else f"{src}:{dst}"]
+        argv += list(spec.extra)
+        argv.append(spec.image)
+        if run:  # the image's %runscript is hpcai-entrypoint hpcai-bench "$@"
+            return prefix + argv + list(spec.payload)
+        return prefix + argv + ([spec.entrypoint] if spec.entrypoint else []) + list(spec.command)
+
+
+class SingularityRuntime(ApptainerRuntime):
+    name = "singularity"
+    binary = "singularity"
+    env_prefix = "SINGULARITYENV_"

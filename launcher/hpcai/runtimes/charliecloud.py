@@ -1,0 +1,28 @@
+"""Charliecloud: `ch-run -b SRC:DST --set-env=K=V IMG -- ENTRY CMD…` (SquashFS file or directory).
+
+ch-run keeps the host environment by default, so SLURM_* and the rank variables reach the
+container without a list; `--env-no-expand` keeps `$` in values literal. GPUs need the image
+prepared with `ch-fromhost --nvidia` beforehand (not done here).
+"""
+
+from __future__ import annotations
+
+from hpcai.runtimes import ContainerSpec
+
+
+class CharliecloudRuntime:
+    name = "charliecloud"
+    binary = "ch-run"
+    image_is_file = True
+
+    def argv(self, spec: ContainerSpec) -> list[str]:
+        # Format: ch-run -b /usr:/host/usr --env-no-expand --set-env=K=V IMG -- ENTRY CMD…
+        argv = [self.binary]
+        for src, dst in spec.binds:
+            argv += ["-b", src if src == dst else f"{src}:{dst}"]
+        if spec.env:
+            argv.append("--env-no-expand")
+            argv += [f"--set-env={k}={v}" for k, v in spec.env]
+        argv += list(spec.extra)
+        argv += [spec.image, "--"]
+        return argv + ([spec.entrypoint] if spec.entrypoint else []) + list(spec.command)

@@ -1,0 +1,246 @@
+"""Site profiles: what a supercomputer needs from a launch, as validated data.
+
+A site is one TOML file (`launcher/hpcai/sites/*.toml`, then `~/.config/hpcai/sites/`, then each
+folder of `HPCAI_SITE_PATH`, later folders overriding earlier ones by file name). The schema
+below holds every key with its default; an unknown key is an error listing the valid ones.
+Detection matches the host name against each site's `hostnames` regexes; with no match the site
+is `generic-slurm` when `srun` exists and `local` otherwise.
+
+Everything that looks at the host (globs, `ldconfig -p`, DNS, PATH) goes through `Host`, so plans
+are pure functions of (options, site, host) and tests can pass a `FakeHost`-like object.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from hpcai.errors import UsageError, unknown
+from hpcai.resources import package_file
+
+BACKENDS = ("srun", "mpiexec", "local")
+RUNTIMES = ("apptainer", "singularity", "charliecloud", "docker", "podman")
+MPI_TYPES = ("pmi2", "pmix", "cray_shasta", "pspmix", "none")
+GPU_KINDS = ("nvidia", "amd", "none")
+# Forwarded into the container at run time even with a clean environment (values differ per rank).
+DEFAULT_PASS_ENV = ("SLURM_*", "SLURMD_NODENAME", "SLINGSHOT_*", "PMI*", "PALS_*", "OMPI_*", "HPCAI_*",
+                    "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+
+
+@dataclass(frozen=True)
+class SiteProfile:
+    """One site. Every field's default is the schema; TOML keys use Slurm's/Apptainer's words."""
+
+    name: str
+    source: str = ""                    # file it was read from
+    description: str = ""
+    hostnames: tuple[str, ...] = ()     # regexes searched in the short and full host name
+    backend: str = "srun"               # srun | mpiexec | local
+    runtime: str = "apptainer"          # apptainer | singularity | charliecloud | docker | podman
+    mpi: str = ""                       # srun --mpi value; "" leaves the cluster default
+    gpu: str = "none"                   # nvidia (--nv, --gpus) | amd (--rocm, /dev/kfd) | none
+    gpus_per_node: int = 0
+    cpus_per_node: int = 0              # >0: --cpus-per-task defaults to cpus_per_node / tasks
+    distribution: str = ""              # srun --distribution
+    cpu_bind: str = ""                  # srun --cpu-bind (mpiexec: --cpu-bind)
+    srun_options: tuple[str, ...] = ()  # extra srun tokens, verbatim
+    sbatch_options: tuple[str, ...] = ()  # extra `#SBATCH` options for `hpcai submit`
+    libfabric: str = ""                 # glob of the host libfabric dir ("" = no fabric swap)
+    libfabric_dest: str = "/host/lib"
+    binds: tuple[str, ...] = ()         # SRC[:DST], always bound
+    optional_binds: tuple[str, ...] = ()  # SRC[:DST], bound only when SRC exists
+    env: dict[str, str] = field(default_factory=dict)  # container environment (never overrides --env)
+    pass_env: tuple[str, ...] = DEFAULT_PASS_ENV
+    containall: bool = True             # apptainer --containall
+    cleanenv: bool = True               # apptainer --cleanenv (pass_env is forwarded explicitly)
+    apptainer_command: str = "exec"     # exec: entrypoint named explicitly | run: the %runscript
+    master_addr_suffix: str = ""        # JSC: "i"
+    master_port: int = 0                # 0: derived from the job id
+    partition: str = ""
+    account: str = ""
+
+
+_SCHEMA = {f.name: f for f in fields(SiteProfile) if f.name not in ("name", "source")}
+_CHOICES = {"backend": BACKENDS, "runtime": RUNTIMES, "gpu": GPU_KINDS,
+            "mpi": ("",) + MPI_TYPES, "apptainer_command": ("exec", "run")}
+
+
+def _default(f) -> Any:
+    return f.default_factory() if callable(f.default_factory) else f.default  # type: ignore[misc]
+
+
+def _coerce(path: str, key: str, value: Any) -> Any:
+    want = _default(_SCHEMA[key])
+    if isinstance(want, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(want, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(want, tuple):
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        value = tuple(value) if ok else value
+    elif isinstance(want, dict):
+        ok = isinstance(value, dict) and all(isinstance(v, (str, int, float)) for v in value.values())
+        value = {str(k): str(v) for k, v in value.items()} if ok else value
+    else:
+        ok = isinstance(value, str)
+    if not ok:
+        raise UsageError(f"{path}: key {key!r} must be {type(want).__name__}, got {value!r}")
+    if key in _CHOICES and value not in _CHOICES[key]:
+        shown = ", ".join(c or '""' for c in _CHOICES[key])
+        raise UsageError(f"{path}: {key} {value!r} is not one of: {shown}")
+    return value
+
+
+def parse_site(name: str, text: str, source: str = "") -> SiteProfile:
+    """Validate one site TOML against the schema (unknown keys list the valid ones)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    label = source or name
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{label}: malformed TOML: {exc}") from None
+    bad = sorted(set(raw) - set(_SCHEMA))
+    if bad:
+        raise UsageError(f"{label}: unknown key(s) {', '.join(bad)}; valid: {', '.join(sorted(_SCHEMA))}")
+    values = {k: _coerce(label, k, v) for k, v in raw.items()}
+    for pattern in values.get("hostnames", ()):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise UsageError(f"{label}: bad hostnames regex {pattern!r}: {exc}") from None
+    return SiteProfile(name=name, source=source, **values)
+
+
+def site_dirs() -> list[Path]:
+    """Search path, lowest priority first."""
+    dirs = [package_file("sites"), Path.home() / ".config" / "hpcai" / "sites"]
+    dirs += [Path(p) for p in os.environ.get("HPCAI_SITE_PATH", "").split(":") if p]
+    return dirs
+
+
+def site_files() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for d in site_dirs():
+        for p in sorted(d.glob("*.toml")) if d.is_dir() else ():
+            found[p.stem] = p
+    return found
+
+
+def available_sites() -> list[str]:
+    return sorted(site_files())
+
+
+def load_site(name: str) -> SiteProfile:
+    path = site_files().get(name)
+    if path is None:
+        raise unknown("site", name, available_sites())
+    return parse_site(name, path.read_text(), str(path))
+
+
+def detect_site(host: Host | None = None) -> str:
+    """First site (alphabetical) whose hostnames regex matches; else generic-slurm or local."""
+    host = host or Host()
+    names = {host.hostname(), host.fqdn()}
+    for name in available_sites():
+        for pattern in load_site(name).hostnames:
+            if any(re.search(pattern, n) for n in names if n):
+                return name
+    return "generic-slurm" if host.which("srun") else "local"
+
+
+def resolve_site(name: str | None, host: Host | None = None) -> SiteProfile:
+    """--site, else $HPCAI_SITE, else detection."""
+    return load_site(name or os.environ.get("HPCAI_SITE") or detect_site(host))
+
+
+def _version_key(path: str) -> list:
+    # /opt/cray/libfabric/1.22.0/lib64 sorts above 1.15.2.0 (numbers compared as numbers)
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path)]
+
+
+class Host:
+    """The machine hpcai runs on, as seen by planning. Tests substitute their own."""
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def glob(self, pattern: str) -> list[str]:
+        return _glob.glob(pattern)
+
+    def ldconfig_dir(self, soname: str) -> str | None:
+        """Folder where the dynamic loader finds `soname` (`ldconfig -p`), if any."""
+        exe = shutil.which("ldconfig") or "/sbin/ldconfig"
+        try:
+            res = subprocess.run([exe, "-p"], capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        for line in res.stdout.splitlines():
+            if line.strip().startswith(soname + " ") and "=>" in line:
+                return str(Path(line.split("=>", 1)[1].strip()).parent)
+        return None
+
+    def hostname(self) -> str:
+        return socket.gethostname()
+
+    def fqdn(self) -> str:
+        return socket.getfqdn() if "." not in socket.gethostname() else socket.gethostname()
+
+    def which(self, cmd: str) -> str | None:
+        return shutil.which(cmd)
+
+    def resolve(self, name: str) -> str | None:
+        try:
+            return socket.gethostbyname(name)
+        except OSError:
+            return None
+
+    def environ(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def free_port(self) -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    def python(self) -> str:
+        return sys.executable
+
+
+def split_bind(spec: str) -> tuple[str, str]:
+    src, _, dst = spec.partition(":")
+    return src, (dst or src)
+
+
+def host_libfabric(site: SiteProfile, host: Host) -> str | None:
+    """Newest match of the site's libfabric glob, else the loader's libfabric.so.1 folder."""
+    if not site.libfabric:
+        return None
+    matches = sorted(host.glob(site.libfabric), key=_version_key, reverse=True)
+    return matches[0] if matches else host.ldconfig_dir("libfabric.so.1")
+
+
+def site_binds(site: SiteProfile, host: Host) -> tuple[list[tuple[str, str]], list[str]]:
+    """(binds, warnings): libfabric first, then required binds, then optional ones that exist."""
+    binds: list[tuple[str, str]] = []
+    warnings: list[str] = []
+    if site.libfabric:
+        lib = host_libfabric(site, host)
+        if lib:
+            binds.append((lib, site.libfabric_dest))
+        else:
+            warnings.append(f"no host libfabric ({site.libfabric} or ldconfig): the image's own is used")
+    binds += [split_bind(b) for b in site.binds]
+    binds += [split_bind(b) for b in site.optional_binds if host.exists(split_bind(b)[0])]
+    return binds, warnings
