@@ -9,11 +9,16 @@
 # gzips it single-threaded, unpacks it again and then packs the SquashFS. We export an
 # uncompressed tar (with the image's ENV as ch/environment, exactly as ch-convert does) and
 # let `ch-convert -i tar -o squash` unpack and pack it, which skips the gzip round trip.
+#
+# ch-run cannot create a bind destination inside a read-only SquashFS ("can't mkdir ...:
+# Read-only file system"), so the usual hpcai bind destinations are added as empty directories
+# when the image lacks them (override the list with HPCAI_CH_MOUNT_POINTS).
 set -euo pipefail
 
 [ $# -eq 2 ] || { echo "usage: $0 IMAGE OUTDIR" >&2; exit 2; }
 image=$1
 outdir=$2
+mount_points=${HPCAI_CH_MOUNT_POINTS:-/host/usr /host/lib /var/spool/slurmd /run/munge /run/cxi /etc/libibverbs.d}
 export USER=${USER:-$(id -un)}  # ch-convert / ch-run refuse to run without it
 
 log() { printf 'ch-image: %s\n' "$*" >&2; }
@@ -51,6 +56,16 @@ mkdir -p "$tmp/ch"
 docker image inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$image" |
   sed '/^$/d' >"$tmp/ch/environment"
 tar -rf "$tmp/image.tar" -C "$tmp" ch/environment
+present=$(tar -tf "$tmp/image.tar" | sed -e 's|^\./||' -e 's|/$||')
+missing=()
+for d in $mount_points; do
+  d=${d#/}
+  grep -qxF "$d" <<<"$present" || missing+=("$d")
+done
+if ((${#missing[@]})); then
+  (cd "$tmp" && mkdir -p "${missing[@]/#/mnt/}")
+  tar -rf "$tmp/image.tar" -C "$tmp/mnt" "${missing[@]}"
+fi
 
 log "packing SquashFS"
 # ch-convert is chatty (mksquashfs progress): keep its output, show it only on failure.

@@ -115,8 +115,8 @@ for _ in $(seq 1 60); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 
 scontrol ping 2>/dev/null | grep -q UP || fail "slurmctld does not answer scontrol ping"
 
 for n in $(node_names); do
+  mkdir -p "$SPOOL/$n" "/tmp/hpcai-slurm/$n"  # /tmp may have been cleaned since the last start
   if ! alive "$RUN/slurmd-$n.pid"; then
-    mkdir -p "$SPOOL/$n" "$STATE/tmp-$n"
     log "starting slurmd -N $n"
     slurmd -N "$n" || fail "slurmd -N $n failed to start"
   fi
