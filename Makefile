@@ -11,6 +11,9 @@ PYTEST_ARGS ?=
 
 # Make variables reach the CLI as environment variables (each CLI option names its envvar).
 export WITH_MPI WITH_OFI WITH_HVD HPC_LIBS_DIR PAYLOADS NGC_VERSION ROCM_VERSION TAG DOCKER WHEELHOUSE CA_BUNDLE
+# Also read by the image commands: BASE_IMAGE, APT_SOURCES, SOURCES_DIR, <COMPONENT>_VERSION (e.g. LIBFABRIC_VERSION).
+export BASE_IMAGE APT_SOURCES SOURCES_DIR LIBFABRIC_VERSION OPENMPI_VERSION MPICH_VERSION PMIX_VERSION AWS_OFI_NCCL_VERSION HOROVOD_VERSION
+FORMAT ?= docker
 
 .PHONY: help venv test test-unit lint demo clean base-debian golden bench $(addprefix build-,$(FLAVORS)) $(addprefix sif-,$(FLAVORS)) $(addprefix render-,$(FLAVORS))
 
@@ -33,7 +36,7 @@ $(addprefix sif-,$(FLAVORS)): sif-%: venv
 	$(HPCAI) sif $*
 
 $(addprefix render-,$(FLAVORS)): render-%: venv
-	$(HPCAI) render $* --format docker
+	$(HPCAI) render $* --format $(FORMAT)
 
 # A local Debian base image (mmdebstrap + docker import) for machines without a registry.
 base-debian:

@@ -89,3 +89,60 @@ def hpcai(capsys):
 def hpcai_exe() -> list[str]:
     """argv prefix to run the CLI as a real subprocess (exit codes, signals, no tracebacks)."""
     return [sys.executable, "-m", "hpcai"]
+
+
+# --- Images built once per session with the real `hpcai build` (issue 2) -------------------------
+# Other tests (entrypoint, Slurm launch, payloads) take these fixtures; each returns the image tag.
+# The wheelhouse and CA bundle come from this machine's pip configuration at run time (never
+# hard-coded): `pip config list` find-links / cert, or PIP_FIND_LINKS / PIP_CERT.
+# HPCAI_PYTORCH_CPU_IMAGE / HPCAI_TENSORFLOW_CPU_IMAGE name an existing image to skip the build.
+
+
+def pip_build_inputs() -> list[str]:
+    """`--wheelhouse DIR --ca-bundle FILE` options from the host's pip settings, when present."""
+    settings: dict[str, str] = {}
+    try:
+        listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
+                                 text=True, timeout=60, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        listing = ""
+    for line in listing.splitlines():
+        key, _, value = line.partition("=")
+        settings.setdefault(key.split(".", 1)[-1], value.strip().strip("'\""))
+    opts: list[str] = []
+    links = os.environ.get("PIP_FIND_LINKS") or settings.get("find-links", "")
+    wheelhouse = next((p for p in links.split() if Path(p).is_dir()), None)
+    if wheelhouse:
+        opts += ["--wheelhouse", wheelhouse]
+    cert = os.environ.get("PIP_CERT") or settings.get("cert", "")
+    if cert and Path(cert).is_file():
+        opts += ["--ca-bundle", cert]
+    return opts
+
+
+def build_image(flavor: str, workdir: Path, *extra: str) -> str:
+    """Run `hpcai build FLAVOR` as a subprocess; return the tag it prints (last stdout line)."""
+    if not engine_available("docker"):
+        if REQUIRE:
+            pytest.fail("docker is required on CI (HPCAI_REQUIRE_ENGINES=1) but not available")
+        pytest.skip("docker not available on this machine")
+    env = {**os.environ, "HPCAI_WORK_DIR": str(workdir)}
+    argv = [sys.executable, "-m", "hpcai", "build", flavor, *pip_build_inputs(), *extra]
+    res = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=3600, check=False)
+    if res.returncode != 0:
+        pytest.fail(f"hpcai build {flavor} failed (exit {res.returncode}):\n{res.stderr[-6000:]}")
+    return res.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def pytorch_cpu_image(tmp_path_factory) -> str:
+    """Tag of the real pytorch-cpu image (Debian + Open MPI + libfabric + torch CPU), built once."""
+    return os.environ.get("HPCAI_PYTORCH_CPU_IMAGE") or build_image(
+        "pytorch-cpu", tmp_path_factory.mktemp("build-pytorch-cpu"))
+
+
+@pytest.fixture(scope="session")
+def tensorflow_cpu_image(tmp_path_factory) -> str:
+    """Tag of the real tensorflow-cpu image, built once per session."""
+    return os.environ.get("HPCAI_TENSORFLOW_CPU_IMAGE") or build_image(
+        "tensorflow-cpu", tmp_path_factory.mktemp("build-tensorflow-cpu"))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hpcai.render import payload_hooks, render
 from hpcai.resources import data_path
-from hpcai.spec import ImageSpec
+from hpcai.spec import ImageSpec, payload_manifest
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
@@ -46,6 +46,8 @@ def prepare_context(spec: ImageSpec, dest: Path) -> Path:
     _copy_tree(data_path("dockerfiles", "install"), dest / "install")
     (dest / "sources").mkdir()
     (dest / "sources" / "README").write_text("Pre-downloaded source tarballs (checked by sha256).\n")
+    if spec.sources_dir:
+        _copy_tree(spec.sources_dir, dest / "sources")
 
     entry = data_path("entrypoints")
     _link_or_copy(entry / "hpcai-entrypoint", dest / "runtime" / "bin" / "hpcai-entrypoint")
@@ -57,7 +59,7 @@ def prepare_context(spec: ImageSpec, dest: Path) -> Path:
     (dest / "payloads").mkdir()
     (dest / "payload-hooks").mkdir()
     for hooks in payload_hooks(spec):
-        folder = payloads.load_payload(hooks.name).dir
+        folder = payload_manifest(hooks.name).dir
         _copy_tree(folder, dest / "payloads" / hooks.name)
         for rel in hooks.files:
             _link_or_copy(folder / rel, dest / "payload-hooks" / hooks.name / rel)

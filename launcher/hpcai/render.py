@@ -44,11 +44,11 @@ class PayloadHooks:
 
 def payload_hooks(spec: ImageSpec) -> list[PayloadHooks]:
     """Install hooks of the selected payloads, for this flavor's family."""
-    from hpcai import payloads
+    from hpcai.spec import payload_manifest
 
     hooks = []
     for name in spec.payloads:
-        manifest = payloads.load_payload(name)
+        manifest = payload_manifest(name)
         if not manifest.supports(spec.flavor.name):
             raise UsageError(f"payload {name!r} does not support flavor {spec.flavor.name}")
         steps = manifest.install_steps(spec.family)

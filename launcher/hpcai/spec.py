@@ -125,6 +125,7 @@ class ImageSpec:
     wheelhouse: Path | None = None
     ca_bundle: Path | None = None
     apt_sources: Path | None = None
+    sources_dir: Path | None = None  # pre-downloaded tarballs (air-gapped); still sha256-checked
     build_date: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc)
                             .strftime("%Y-%m-%dT%H:%M:%SZ"))
     git_sha: str = field(default_factory=git_sha)
@@ -214,14 +215,28 @@ def base_image(fl: Flavor, base: str | None, ngc_version: str | None, rocm_versi
     return f"{fl.base}:{fl.tag.format(**values)}"
 
 
+def payload_manifest(name: str):
+    """load_payload, memoized per payloads folder: rendering the option matrix would otherwise
+    parse every manifest hundreds of times."""
+    from hpcai import payloads
+
+    return _payload_manifest(payloads.payloads_root(), name)
+
+
+@functools.lru_cache(maxsize=256)
+def _payload_manifest(root: Path, name: str):
+    from hpcai import payloads
+
+    return payloads.load_payload(name)  # raises for unknown names, listing the valid ones
+
+
 def check_payloads(fl: Flavor, names: tuple[str, ...]) -> None:
     from hpcai import payloads
 
     for name in names:
-        manifest = payloads.load_payload(name)  # raises for unknown names, listing the valid ones
+        manifest = payload_manifest(name)
         if not manifest.supports(fl.name):
-            ok = [p for p in payloads.available_payloads()
-                  if payloads.load_payload(p).supports(fl.name)]
+            ok = [p for p in payloads.available_payloads() if payload_manifest(p).supports(fl.name)]
             raise UsageError(f"payload {name!r} does not support flavor {fl.name}; "
                              f"payloads for {fl.name}: {', '.join(ok)}")
 
@@ -252,7 +267,7 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
               sets: list[str] | None = None, allow_unverified: bool = False,
               repository: str | None = None, tag: str | None = None,
               wheelhouse: str | None = None, ca_bundle: str | None = None,
-              apt_sources: str | None = None, build_date: str | None = None,
+              apt_sources: str | None = None, sources_dir: str | None = None, build_date: str | None = None,
               sha: str | None = None) -> ImageSpec:
     """Validate the user's options into an ImageSpec. Empty strings mean "unset" throughout."""
     from hpcai import components
@@ -277,7 +292,7 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
     sources = components.resolve(selections, allow_unverified)
     files = {}
     for what, value in (("wheelhouse", wheelhouse), ("CA bundle", ca_bundle),
-                        ("apt sources file", apt_sources)):
+                        ("apt sources file", apt_sources), ("sources folder", sources_dir)):
         p = Path(value).expanduser() if value else None
         if p is not None and not p.exists():
             raise UsageError(f"{what} {str(p)!r} does not exist")
@@ -296,5 +311,5 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
         framework_requirement=components.python_requirement(fl.framework) if fl.family == "cpu" else "",
         repository=(repository or "hpcai").rstrip("/"), tag_override=tag or "",
         wheelhouse=files["wheelhouse"], ca_bundle=files["CA bundle"],
-        apt_sources=files["apt sources file"], **extra,
+        apt_sources=files["apt sources file"], sources_dir=files["sources folder"], **extra,
     )

@@ -36,6 +36,8 @@ O_TAG = typer.Option(None, "--tag", envvar="TAG", help="Full image tag, overridi
 O_WHEELS = typer.Option(None, "--wheelhouse", envvar="WHEELHOUSE", help="Local wheels for pip in the build.")
 O_CA = typer.Option(None, "--ca-bundle", envvar="CA_BUNDLE", help="CA bundle for pip/curl in the builder.")
 O_APT = typer.Option(None, "--apt-sources", envvar="APT_SOURCES", help="apt sources file to use in the build.")
+O_SOURCES = typer.Option(None, "--sources", envvar="SOURCES_DIR",
+                         help="Folder of pre-downloaded source tarballs (air-gapped); still sha256-checked.")
 
 
 def _spec(flavor: str, **kw):
@@ -55,6 +57,7 @@ def render_cmd(
     allow_unverified: bool = O_UNVERIFIED, repository: Optional[str] = O_REPO,
     tag: Optional[str] = O_TAG, wheelhouse: Optional[str] = O_WHEELS,
     ca_bundle: Optional[str] = O_CA, apt_sources: Optional[str] = O_APT,
+    sources_dir: Optional[str] = O_SOURCES,
 ) -> None:
     """Print the Dockerfile or Apptainer definition for FLAVOR to stdout."""
     from hpcai.render import render
@@ -62,7 +65,8 @@ def render_cmd(
     spec = _spec(flavor, base=base, arch=arch, mpi=mpi, ofi=ofi, horovod=horovod, hpc_libs=hpc_libs,
                  payloads=payloads, ngc_version=ngc_version, rocm_version=rocm_version, sets=sets,
                  allow_unverified=allow_unverified, repository=repository, tag=tag,
-                 wheelhouse=wheelhouse, ca_bundle=ca_bundle, apt_sources=apt_sources)
+                 wheelhouse=wheelhouse, ca_bundle=ca_bundle, apt_sources=apt_sources,
+                 sources_dir=sources_dir)
     text = render(spec, fmt)
     if context_dir is not None:
         from hpcai.context import prepare_context
@@ -83,6 +87,7 @@ def build_cmd(
     allow_unverified: bool = O_UNVERIFIED, repository: Optional[str] = O_REPO,
     tag: Optional[str] = O_TAG, wheelhouse: Optional[str] = O_WHEELS,
     ca_bundle: Optional[str] = O_CA, apt_sources: Optional[str] = O_APT,
+    sources_dir: Optional[str] = O_SOURCES,
 ) -> None:
     """Build the image for FLAVOR with Docker (default) or Podman; prints the tag."""
     import shlex
@@ -95,7 +100,8 @@ def build_cmd(
     spec = _spec(flavor, base=base, arch=arch, mpi=mpi, ofi=ofi, horovod=horovod, hpc_libs=hpc_libs,
                  payloads=payloads, ngc_version=ngc_version, rocm_version=rocm_version, sets=sets,
                  allow_unverified=allow_unverified, repository=repository, tag=tag,
-                 wheelhouse=wheelhouse, ca_bundle=ca_bundle, apt_sources=apt_sources)
+                 wheelhouse=wheelhouse, ca_bundle=ca_bundle, apt_sources=apt_sources,
+                 sources_dir=sources_dir)
     ctx = build.work_dir() / "context" / spec.flavor.name
     argv = build.build_argv(spec, engine, ctx)
     if dry_run:

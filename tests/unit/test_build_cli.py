@@ -1,0 +1,159 @@
+"""The image commands through the real CLI entry point: bad input, dry runs, versions, render, sif.
+
+No engine is needed here: dry runs print the token lists, and the "no daemon" case points the
+docker SDK at a socket that does not exist. Apptainer is never installed on CI, so `sif` is
+checked through its dry run and its missing-binary error only.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _one_line_error(res, code: int = 2) -> str:
+    assert res.exit_code == code, (res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
+    assert "Traceback" not in res.stderr
+    return lines[0]
+
+
+def test_help_lists_the_images_panel(hpcai):
+    res = hpcai("--help")
+    assert res.exit_code == 0
+    for cmd in ("build", "render", "versions", "inspect", "sif"):
+        assert cmd in res.stdout
+    assert "Images" in res.stdout
+
+
+def test_unknown_flavor(hpcai):
+    line = _one_line_error(hpcai("build", "pytorch-tpu", "--dry-run"))
+    assert "unknown flavor 'pytorch-tpu'; valid: pytorch-cpu, pytorch-ngc, pytorch-poplar" in line
+
+
+def test_unknown_option_value_from_make_variable(hpcai, monkeypatch):
+    monkeypatch.setenv("WITH_MPI", "intel")
+    line = _one_line_error(hpcai("render", "pytorch-cpu"))
+    assert "unknown MPI 'intel'; valid: 0, 1, mpich, none, ompi" in line
+
+
+def test_empty_make_variables_mean_unset(hpcai, monkeypatch):
+    for var in ("WITH_MPI", "WITH_OFI", "WITH_HVD", "HPC_LIBS_DIR", "PAYLOADS", "NGC_VERSION", "TAG", "DOCKER"):
+        monkeypatch.setenv(var, "")
+    res = hpcai("build", "pytorch-ngc", "--dry-run")
+    assert res.exit_code == 0, res.stderr
+    assert "hpcai/pytorch-ngc-hpc:25.06-py3-" in res.stdout
+
+
+def test_unknown_cli_option(hpcai):
+    line = _one_line_error(hpcai("build", "pytorch-cpu", "--with-gpus"))
+    assert "--with-gpus" in line
+
+
+def test_hpc_libs_missing_or_without_libfabric(hpcai, tmp_path: Path):
+    line = _one_line_error(hpcai("build", "pytorch-cpu", "--dry-run", "--hpc-libs", str(tmp_path / "nope")))
+    assert "is not a directory" in line
+    (tmp_path / "libcxi.so.1").write_bytes(b"")
+    line = _one_line_error(hpcai("build", "pytorch-cpu", "--dry-run", "--hpc-libs", str(tmp_path)))
+    assert "holds no libfabric.so*" in line
+
+
+def test_unverified_version_needs_the_flag(hpcai):
+    line = _one_line_error(hpcai("render", "pytorch-ngc", "--set", "libfabric=9.9.9"))
+    assert "libfabric 9.9.9 has no known sha256" in line and "--allow-unverified" in line
+    res = hpcai("render", "pytorch-ngc", "--set", "libfabric=9.9.9", "--allow-unverified")
+    assert res.exit_code == 0
+    assert 'LIBFABRIC_SHA256="unverified"' in res.stdout
+
+
+def test_version_selection_by_set_and_env(hpcai, monkeypatch):
+    res = hpcai("render", "pytorch-ngc", "--set", "libfabric=2.2.0")
+    assert 'LIBFABRIC_URL="https://github.com/ofiwg/libfabric/releases/download/v2.2.0/' in res.stdout
+    monkeypatch.setenv("OPENMPI_VERSION", "4.1.8")
+    res = hpcai("render", "pytorch-ngc", "--set", "openmpi=5.0.9")
+    assert 'OPENMPI_VERSION="5.0.9"' in res.stdout  # --set wins over the variable
+    res = hpcai("render", "pytorch-ngc")
+    assert 'OPENMPI_VERSION="4.1.8"' in res.stdout
+
+
+def test_no_docker_daemon(hpcai, monkeypatch):
+    if not shutil.which("docker"):
+        pytest.skip("docker CLI not installed (the message then says so, also exit 2)")
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    line = _one_line_error(hpcai("build", "pytorch-cpu", "--payloads", "none"))
+    assert "no Docker daemon reachable" in line
+    assert "sudo dockerd" in line and "Podman" in line
+
+
+def test_dry_run_prints_the_classic_builder_command(hpcai):
+    res = hpcai("build", "pytorch-cpu", "--dry-run", "--tag", "t:1")
+    assert res.exit_code == 0
+    cmd = res.stdout.strip().splitlines()[-1]
+    assert cmd.startswith("DOCKER_BUILDKIT=0 docker build --network host -f ")
+    assert cmd.endswith("-t t:1 build/context/pytorch-cpu")
+
+
+def test_podman_builder(hpcai, monkeypatch):
+    monkeypatch.setenv("DOCKER", "podman")
+    res = hpcai("build", "pytorch-cpu", "--dry-run", "--tag", "t:1")
+    assert res.exit_code == 0
+    assert res.stdout.strip().splitlines()[-1].startswith("podman build --network host -f ")
+    assert "--format docker --layers" in res.stdout
+    line = _one_line_error(hpcai("build", "pytorch-cpu", "--builder", "buildah"))
+    assert "unknown builder 'buildah'; valid: docker, podman" in line
+
+
+def test_versions_table_and_json(hpcai):
+    res = hpcai("versions")
+    assert res.exit_code == 0 and "libfabric" in res.stdout and "2.5.1" in res.stdout
+    data = json.loads(hpcai("versions", "--json").stdout)
+    assert data["openmpi"]["version"] == "5.0.10" and "4.1.8" in data["openmpi"]["alternates"]
+
+
+def test_render_both_formats_to_stdout(hpcai):
+    docker = hpcai("render", "tensorflow-rocm", "--mpi", "mpich")
+    assert docker.exit_code == 0 and docker.stdout.startswith("# hpcai image: tensorflow-rocm")
+    assert docker.stderr == ""
+    app = hpcai("render", "pytorch-poplar", "--format", "apptainer")
+    assert app.exit_code == 0 and "Bootstrap: docker\nFrom: graphcore/pytorch:3.3.0-ubuntu-20.04" in app.stdout
+
+
+def test_render_context_holds_everything_the_files_name(hpcai, tmp_path: Path):
+    ctx = tmp_path / "ctx"
+    res = hpcai("render", "pytorch-cpu", "--context", str(ctx), "--payloads", "sanity,mpi-allreduce")
+    assert res.exit_code == 0
+    for rel in ("Dockerfile", "hpcai.def", "install/lib.sh", "install/openmpi.sh", "runtime/bin/hpcai-entrypoint",
+                "hpcai-bench", "payloads/sanity/payload.toml", "payload-hooks/mpi-allreduce/payload.toml"):
+        assert (ctx / rel).exists(), rel
+    assert not (ctx / "payloads" / "ddp-bench").exists()  # only the selected payloads
+    # Every COPY source of the Dockerfile exists in the context.
+    for line in (ctx / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY ") and "--from" not in line:
+            for src in line.split()[1:-1]:
+                assert (ctx / src).exists(), line
+
+
+def test_sif_without_apptainer_and_dry_runs(hpcai, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    line = _one_line_error(hpcai("sif", "hpcai/pytorch-cpu-hpc:bookworm-slim-abc"))
+    assert "neither apptainer nor singularity is installed" in line
+    res = hpcai("sif", "hpcai/pytorch-cpu-hpc:bookworm-slim-abc", "--dry-run")
+    assert res.stdout.strip() == ("apptainer build --force hpcai_pytorch-cpu-hpc_bookworm-slim-abc.sif "
+                                  "docker-daemon://hpcai/pytorch-cpu-hpc:bookworm-slim-abc")
+    res = hpcai("sif", "img:1", "--dry-run", "--builder", "podman", "-o", "x.sif")
+    lines = res.stdout.strip().splitlines()
+    assert lines[0].startswith("podman save --format docker-archive -o ") and lines[0].endswith(" img:1")
+    assert lines[1].startswith("apptainer build --force x.sif docker-archive://")
+    line = _one_line_error(hpcai("sif", "img:1", "--dry-run", "-o", "bad:name.sif"))
+    assert "contains ':'" in line
+
+
+def test_sif_of_a_flavor_uses_its_tag(hpcai):
+    res = hpcai("sif", "pytorch-cpu", "--dry-run", "--tag", "hpcai/x:1")
+    assert res.stdout.strip().endswith("hpcai_x_1.sif docker-daemon://hpcai/x:1")
