@@ -37,6 +37,16 @@ IMAGE_RUNNER = "/opt/hpcai/bin/hpcai-bench"  # payloads/_runner/hpcai-bench, cop
 GEOMETRIES = ("per-gpu", "per-node", "single")
 FAMILIES = ("cuda", "rocm", "poplar", "cpu", "*")
 BUILTIN_VARS = ("dir", "python", "out", "prefix", "world_size", "rank")
+# Keys a manifest may use, per table: a misplaced key (TOML puts a key written after a table
+# header into that table) is an error rather than silently ignored.
+KEYS = {
+    "": ("description", "flavors", "geometry", "parser", "synthetic", "synthetic_marker",
+         "requires", "sanity", "install", "run", "vars", "profiles", "metrics"),
+    "run": ("command",),
+    "requires": ("modules", "executables"),
+    "metric": ("unit", "better", "headline", "regex", "group", "file", "key", "reduce", "scale"),
+    "var": ("default", "help", "choices"),
+}
 
 
 @dataclass(frozen=True)
@@ -182,6 +192,13 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
     """Structural checks a manifest must pass; errors name the file and the bad key."""
     runner = _runner()
     where = f"payloads/{name}/payload.toml"
+    tables = [("", raw), ("run", raw.get("run", {})), ("requires", raw.get("requires", {}))]
+    tables += [("metric", spec) for spec in raw.get("metrics", {}).values()]
+    tables += [("var", spec) for spec in raw.get("vars", {}).values()]
+    for kind, table in tables:
+        for key in table:
+            if key not in KEYS[kind]:
+                raise unknown(f"key in {where} ({kind or 'top level'}):", key, KEYS[kind])
     if raw.get("geometry", "per-gpu") not in GEOMETRIES:
         raise UsageError(f"{where}: geometry {raw.get('geometry')!r}; valid: {', '.join(GEOMETRIES)}")
     for family, steps in raw.get("install", {}).items():

@@ -132,11 +132,11 @@ def main():
         tflops = sps * 6 * params * args.seq_len / world / 1e12
         summary = {"model": args.model, "params": params, "seq_len": args.seq_len, "ranks": world,
                    "precision": precision, "synthetic": synthetic, "dataset": args.dataset,
-                   "train_samples_per_second": sps, "tflops_per_device": tflops,
+                   "train_samples_per_second": sps, "tflops_per_gpu": tflops,
                    "train_runtime": metrics["train_runtime"], "train_loss": metrics.get("train_loss")}
         with open(os.path.join(args.output_dir, "hpcai_summary.json"), "w") as fh:
             json.dump(summary, fh, indent=1)
-        print("hf-clm: %ssamples/s=%.3f tflops_per_device=%.4f (= samples/s x 6 x %d params x %d tokens / %d)"
+        print("hf-clm: %ssamples/s=%.3f tflops_per_gpu=%.4f (= samples/s x 6 x %d params x %d tokens / %d)"
               % ("SYNTHETIC " if synthetic else "", sps, tflops, params, args.seq_len, world), flush=True)
 
 
