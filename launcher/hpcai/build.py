@@ -47,9 +47,11 @@ def builder_name(value: str | None) -> str:
     return name
 
 
-def build_argv(spec: ImageSpec, builder: str, context: Path) -> list[str]:
+def build_argv(spec: ImageSpec, builder: str, context: Path, no_cache: bool = False) -> list[str]:
     """The build command as a token list (docker: classic builder via DOCKER_BUILDKIT=0 env)."""
     argv = [builder, "build", "--network", "host", "-f", str(context / "Dockerfile"), "-t", spec.tag]
+    if no_cache:
+        argv.append("--no-cache")
     if spec.arch != "amd64":
         argv += ["--platform", f"linux/{spec.arch}"]
     if builder == "podman":
@@ -100,13 +102,13 @@ def _step_title(step_text: str, spec: ImageSpec) -> str:
     return step_text
 
 
-def run_build(spec: ImageSpec, builder: str, context: Path) -> BuildResult:
+def run_build(spec: ImageSpec, builder: str, context: Path, no_cache: bool = False) -> BuildResult:
     """Run the build, stream it to the log, show progress on stderr; raise on failure."""
     from rich.status import Status
 
     from hpcai.console import err
 
-    argv = build_argv(spec, builder, context)
+    argv = build_argv(spec, builder, context, no_cache)
     log = log_path(spec.tag)
     log.parent.mkdir(parents=True, exist_ok=True)
     tail: deque[str] = deque(maxlen=30)

@@ -80,6 +80,7 @@ def build_cmd(
     builder: Optional[str] = typer.Option(None, "--builder", envvar="DOCKER", help="docker | podman"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the commands, build nothing."),
     keep_context: bool = typer.Option(False, "--keep-context", help="Keep the build context folder."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Ignore the builder's layer cache."),
     base: Optional[str] = O_BASE, arch: str = O_ARCH, mpi: Optional[str] = O_MPI,
     ofi: Optional[str] = O_OFI, horovod: Optional[str] = O_HVD, hpc_libs: Optional[str] = O_LIBS,
     payloads: Optional[str] = O_PAYLOADS, ngc_version: Optional[str] = O_NGC,
@@ -103,7 +104,7 @@ def build_cmd(
                  wheelhouse=wheelhouse, ca_bundle=ca_bundle, apt_sources=apt_sources,
                  sources_dir=sources_dir)
     ctx = build.work_dir() / "context" / spec.flavor.name
-    argv = build.build_argv(spec, engine, ctx)
+    argv = build.build_argv(spec, engine, ctx, no_cache)
     if dry_run:
         prefix = "DOCKER_BUILDKIT=0 " if engine == "docker" else ""
         out.print(f"# context: {ctx}", markup=False)
@@ -114,7 +115,7 @@ def build_cmd(
 
     prepare_context(spec, ctx)
     try:
-        result = build.run_build(spec, engine, ctx)
+        result = build.run_build(spec, engine, ctx, no_cache)
     finally:
         if not keep_context:
             shutil.rmtree(ctx, ignore_errors=True)

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Size of the pytorch-cpu image over its base, and proof that no toolchain or source tree is in it.
+
+Uses an existing image (HPCAI_PYTORCH_CPU_IMAGE, or the newest hpcai/pytorch-cpu-hpc tag), else
+builds one. Prints the base size, the image size, the difference, the largest layers, and the
+result of looking for compilers, headers and build folders inside the image.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+PROBE = ("for t in gcc cc c++ g++ make ld as cmake; do command -v $t; done; "
+         "ls -d /opt/hpcai-build /usr/include/mpi.h /usr/include/python3.11 /usr/src/* 2>/dev/null; "
+         "find / -xdev \\( -name '*.tar.gz' -o -name '*.tar.bz2' -o -name configure \\) -print 2>/dev/null | head")
+
+
+def image() -> str:
+    if os.environ.get("HPCAI_PYTORCH_CPU_IMAGE"):
+        return os.environ["HPCAI_PYTORCH_CPU_IMAGE"]
+    tags = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}", "hpcai/pytorch-cpu-hpc"],
+                          capture_output=True, text=True, check=True).stdout.split()
+    if tags:
+        return tags[0]
+    from conftest import pip_build_inputs
+
+    res = subprocess.run([sys.executable, "-m", "hpcai", "build", "pytorch-cpu", *pip_build_inputs()],
+                         capture_output=True, text=True, check=True)
+    return res.stdout.split()[-1]
+
+
+def size(ref: str) -> int:
+    return int(subprocess.run(["docker", "image", "inspect", "-f", "{{.Size}}", ref],
+                              capture_output=True, text=True, check=True).stdout)
+
+
+def main() -> int:
+    ref = image()
+    base = subprocess.run(["docker", "image", "inspect", "-f",
+                           '{{index .Config.Labels "org.opencontainers.image.base.name"}}', ref],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    img, bas = size(ref), size(base)
+    print(f"image_size: {ref}: {img / 1e6:.0f} MB; base {base}: {bas / 1e6:.0f} MB; "
+          f"added {(img - bas) / 1e6:.0f} MB ({img / bas:.1f}x the base)")
+    hist = subprocess.run(["docker", "history", "--no-trunc", "--format", "{{.Size}}\t{{.CreatedBy}}", ref],
+                          capture_output=True, text=True, check=True).stdout.splitlines()
+    for line in [h for h in hist if not h.startswith("0B")][:6]:
+        sz, cmd = line.split("\t", 1)
+        print(f"  layer {sz:>8}  {cmd[-90:]}")
+    found = subprocess.run(["docker", "run", "--rm", "--entrypoint", "/bin/sh", ref, "-c", PROBE],
+                           capture_output=True, text=True, check=False).stdout.split()
+    print(f"image_size: toolchain/source leftovers: {found if found else 'none'}")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
