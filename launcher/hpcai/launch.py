@@ -126,7 +126,8 @@ def _run_local(plan: LaunchPlan, logs: Path, sig: _Signals) -> tuple[dict[int, i
         with open(logs / f"rank-{rank}.out", "wb") as out, open(logs / f"rank-{rank}.err", "wb") as err:
             try:  # own session: hpcai alone decides how ranks are ended
                 procs.append(subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                              env={**os.environ, **plan.rank_envs[rank]},
+                                              env={**os.environ, **plan.secret_env,
+                                                   **plan.rank_envs[rank]},
                                               start_new_session=True))
             except OSError as exc:
                 _stop(procs, plan.container_names, engine)
@@ -148,7 +149,8 @@ def _run_local(plan: LaunchPlan, logs: Path, sig: _Signals) -> tuple[dict[int, i
 
 def _run_step(plan: LaunchPlan, logs: Path, sig: _Signals) -> tuple[dict[int, int], str, list[str], int]:
     lines: list[str] = []
-    proc = subprocess.Popen(plan.argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen(plan.argv, env={**os.environ, **plan.secret_env},
+                            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             errors="replace", start_new_session=True)
 
     def pump() -> None:  # show srun's own messages and keep them to find failed ranks

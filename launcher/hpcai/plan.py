@@ -61,7 +61,7 @@ class LaunchPlan:
     command: list[str]                    # in-container argv after the entrypoint
     geometry: Geometry
     binds: list[tuple[str, str]]
-    container_env: dict[str, str]
+    container_env: dict[str, str]        # public variables, passed as runtime flags
     argv: list[str]                       # srun/mpiexec: the command; local: rank 0's
     rank_argvs: list[list[str]] = field(default_factory=list)   # local backend only
     rank_envs: list[dict[str, str]] = field(default_factory=list)
@@ -72,6 +72,7 @@ class LaunchPlan:
     master_port: int | None = None
     energy: bool = False
     image_labels: dict[str, str] = field(default_factory=dict)
+    secret_env: dict[str, str] = field(default_factory=dict, repr=False)  # process env only
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -99,7 +100,7 @@ class LaunchPlan:
             "command": redact_argv(self.command),
             "argv": redact_argv(self.argv),
             "rank_argvs": [redact_argv(a) for a in self.rank_argvs],
-            "env": redact_env(self.container_env),
+            "env": redact_env({**self.container_env, **self.secret_env}),
             "binds": [f"{s}:{d}" for s, d in self.binds],
             "nodes": g.nodes, "ntasks_per_node": g.ntasks_per_node, "ntasks": g.ntasks,
             "gpus_per_node": g.gpus_per_node, "cpus_per_task": g.cpus_per_task,
@@ -246,7 +247,11 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     labels = check_image(runtime_name, runtime, opts.image) if check else {}
     image_payloads = [p for p in labels.get("hpcai.payloads", "").split(",") if p] or None
     label, payload_vars, command = _payload(opts, image_payloads)
+    from hpcai.redact import is_secret
+
     container_env = {**site.env, **parse_env(opts.env, env_now)}
+    secret_env = {k: v for k, v in container_env.items() if is_secret(k)}
+    container_env = {k: v for k, v in container_env.items() if k not in secret_env}
     binds, warnings = site_binds(site, host)
     binds += parse_binds(opts.binds)
     job_id = env_now.get("SLURM_JOB_ID") if backend == "srun" else None
@@ -258,13 +263,15 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         image=opts.image, command=tuple(command),
         entrypoint="" if opts.no_entrypoint else ENTRYPOINT,
         payload=() if opts.cmd else (label, *command[2:]),
-        binds=tuple(binds), env=tuple(container_env.items()), gpu=site.gpu,
+        binds=tuple(binds), env=tuple(container_env.items()), secret_names=tuple(secret_env),
+        gpu=site.gpu,
         containall=site.containall, cleanenv=site.cleanenv, apptainer_command=site.apptainer_command,
         labels=(("hpcai.run", run_dir.name),) if runtime_name in ("docker", "podman") else ())
     plan = LaunchPlan(site=site.name, site_source=site.source, backend=backend, runtime=runtime_name,
                       image=opts.image, payload=label, payload_vars=payload_vars, command=command,
                       geometry=geom, binds=binds, container_env=container_env, argv=[],
-                      run_dir=str(run_dir), job_id=job_id, energy=opts.energy, warnings=warnings)
+                      run_dir=str(run_dir), job_id=job_id, energy=opts.energy, warnings=warnings,
+                      secret_env=_secret_process_env(secret_env, runtime))
     plan.image_labels = labels
     wrap = _energy_wrapper(run_dir) if opts.energy else (lambda argv: argv)
 
@@ -312,6 +319,11 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         shim += ["--log-dir", log_dir]
     plan.argv = backend_prefix(backend, geom) + wrap(shim + ["--"] + runtime.argv(spec))
     return plan
+
+
+def _secret_process_env(secrets: dict[str, str], runtime: Any) -> dict[str, str]:
+    prefix = getattr(runtime, "env_prefix", "")
+    return {**secrets, **{prefix + k: v for k, v in secrets.items() if prefix}}
 
 
 def _replace(spec, **changes):

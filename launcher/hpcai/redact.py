@@ -18,14 +18,21 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def redact_argv(argv: Iterable[str]) -> list[str]:
-    """Redact `NAME=value` tokens (docker -e, --env, --set-env) whose NAME looks secret."""
+    """Redact `NAME=value` tokens (docker -e, APPTAINERENV_NAME=, --env=NAME=, --set-env=NAME=)
+    whose NAME looks secret, and `--password=value` style flags."""
     out = []
     for tok in argv:
-        name, sep, _ = tok.partition("=")
-        # `--env=NAME=value` style: look at the last name before the value.
-        bare = name.rsplit("=", 1)[-1].lstrip("-")
-        if sep and is_secret(bare) and not bare.startswith("-"):
-            out.append(f"{name}={REDACTED}")
+        head, sep, rest = tok.partition("=")
+        if sep and head.startswith("-"):  # a flag: --set-env=NAME=value or --api-key=value
+            name, sep2, _ = rest.partition("=")
+            if sep2 and is_secret(name):
+                out.append(f"{head}={name}={REDACTED}")
+            elif is_secret(head):
+                out.append(f"{head}={REDACTED}")
+            else:
+                out.append(tok)
+        elif sep and is_secret(head):
+            out.append(f"{head}={REDACTED}")
         else:
             out.append(tok)
     return out

@@ -1,9 +1,62 @@
-"""CLI commands: doctor (placeholder until its issue lands)."""
+"""CLI command: `doctor` — what this host has for launching, and what to do about what it lacks."""
 
 from __future__ import annotations
 
 import typer
 
+PANEL = "Launch"
+
+# (what, how to find it, hint when missing). Probes are cheap: PATH lookups and globs only.
+CHECKS = [
+    ("srun", "cmd:srun", "Slurm client missing: use --site local, or load the site's Slurm module"),
+    ("sbatch", "cmd:sbatch", "needed by `hpcai submit`; `hpcai launch` inside salloc works without it"),
+    ("mpiexec", "cmd:mpiexec", "only PBS/PALS sites (ALCF Polaris) need it: --backend mpiexec"),
+    ("apptainer", "cmd:apptainer", "module load apptainer, or use --runtime singularity/charliecloud"),
+    ("singularity", "cmd:singularity", "only needed for --runtime singularity"),
+    ("ch-run", "cmd:ch-run", "apt/dnf install charliecloud for --runtime charliecloud"),
+    ("docker", "cmd:docker", "install docker (workstations, --site local)"),
+    ("podman", "cmd:podman", "only needed for --runtime podman"),
+    ("nvidia-smi", "cmd:nvidia-smi", "no NVIDIA GPU/driver: GPU payloads will not run here"),
+    ("rocm-smi", "cmd:rocm-smi", "no AMD GPU/ROCm: GPU payloads will not run here"),
+    ("Cray libfabric", "glob:/opt/cray/libfabric/*/lib64", "not a Cray EX node: no Slingshot fabric swap"),
+    ("libcxi", "glob:/usr/lib64/libcxi.so*", "no Slingshot CXI library: the cxi provider cannot load"),
+    ("/dev/cxi*", "glob:/dev/cxi*", "no Slingshot NIC visible (login node, or not Cray EX)"),
+    ("/dev/infiniband", "glob:/dev/infiniband", "no InfiniBand devices: NCCL falls back to sockets"),
+]
+
+
+def probe(how: str) -> str | None:
+    import glob
+    import shutil
+
+    kind, _, arg = how.partition(":")
+    if kind == "cmd":
+        return shutil.which(arg)
+    found = sorted(glob.glob(arg), reverse=True)
+    return ", ".join(found[:3]) if found else None
+
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the top-level app."""
+    """Add `doctor` to the top-level app."""
+
+    @app.command("doctor", rich_help_panel=PANEL)
+    def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+        """Check this host for launchers, container runtimes, GPUs and the Slingshot/IB fabric."""
+        from hpcai.site import detect_site
+
+        rows = [(what, probe(how), hint) for what, how, hint in CHECKS]
+        site = detect_site()
+        if as_json:
+            import json
+
+            print(json.dumps({"site": site, "checks": [{"name": w, "found": f, "hint": h}
+                                                       for w, f, h in rows]}, indent=2))
+            return
+        from rich.table import Table
+
+        from hpcai.console import out
+
+        table = Table("check", "found", "when missing", title=f"hpcai doctor — detected site: {site}")
+        for what, found, hint in rows:
+            table.add_row(what, f"[green]{found}[/]" if found else "[red]missing[/]", "" if found else hint)
+        out.print(table)

@@ -1,9 +1,65 @@
-"""CLI commands: sites (placeholder until its issue lands)."""
+"""CLI commands: `sites list` and `sites show NAME` (site profiles are data: launcher/hpcai/sites/*.toml)."""
 
 from __future__ import annotations
 
 import typer
 
+PANEL = "Launch"
+
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the top-level app."""
+    """Add the `sites` group to the top-level app."""
+    sites = typer.Typer(help="Site profiles: list them, show one.", no_args_is_help=True)
+
+    @sites.command("list")
+    def list_sites(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+        """All site profiles, the detected one marked."""
+        from hpcai.site import available_sites, detect_site, load_site
+
+        detected = detect_site()
+        rows = [load_site(n) for n in available_sites()]
+        if as_json:
+            import json
+
+            print(json.dumps([{"name": s.name, "detected": s.name == detected, "backend": s.backend,
+                               "runtime": s.runtime, "mpi": s.mpi, "gpu": s.gpu,
+                               "source": s.source} for s in rows], indent=2))
+            return
+        from rich.table import Table
+
+        from hpcai.console import out
+
+        table = Table("site", "backend", "runtime", "mpi", "gpu", "gpus/node", box=None)
+        for s in rows:
+            mark = " (detected)" if s.name == detected else ""
+            table.add_row(s.name + mark, s.backend, s.runtime, s.mpi or "default", s.gpu, str(s.gpus_per_node))
+        out.print(table)
+
+    @sites.command("show")
+    def show(name: str = typer.Argument(..., help="Site name."),
+             as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+        """Every field of one site profile, with defaults filled in and binds resolved on this host."""
+        import json
+        from dataclasses import asdict
+
+        from hpcai.site import Host, load_site, site_binds
+
+        site = load_site(name)
+        binds, warnings = site_binds(site, Host())
+        data = {**asdict(site), "resolved_binds": [f"{s}:{d}" for s, d in binds], "warnings": warnings}
+        if as_json:
+            print(json.dumps(data, indent=2))
+            return
+        from hpcai.console import out
+
+        for key, value in data.items():
+            if isinstance(value, dict):
+                out.print(f"[bold]{key}[/]:", highlight=False)
+                for k, v in value.items():
+                    out.print(f"  {k} = {v}", highlight=False, markup=False)
+            else:
+                shown = ", ".join(value) if isinstance(value, (list, tuple)) else value
+                out.print(f"[bold]{key}[/]: ", end="", highlight=False)
+                out.print(str(shown), highlight=False, markup=False)
+
+    app.add_typer(sites, name="sites", rich_help_panel=PANEL)

@@ -20,6 +20,9 @@ class ContainerSpec:
     entrypoint: hpcai-entrypoint path, or "" when the image has none (--no-entrypoint)
     payload:    payload name and its args, for runtimes that can use the image's runscript
     name:       container name (docker/podman); "" under srun, where the rank shim names it
+    secret_names: TOKEN/KEY/SECRET/PASSWORD variables; hpcai.launch puts their values in the
+                environment of the runtime process (docker `-e NAME`, APPTAINERENV_NAME, ch-run
+                inherits), so they never appear in argv, `ps`, logs or records
     """
 
     image: str
@@ -28,6 +31,7 @@ class ContainerSpec:
     payload: tuple[str, ...] = ()
     binds: tuple[tuple[str, str], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    secret_names: tuple[str, ...] = ()  # values travel in the process environment, never in argv
     gpu: str = "none"
     name: str = ""
     labels: tuple[tuple[str, str], ...] = ()

@@ -29,6 +29,8 @@ class DockerRuntime:
             argv += ["-v", f"{src}:{dst}"]
         for key, value in spec.env:
             argv += ["-e", f"{key}={value}"]
+        for key in spec.secret_names:
+            argv += ["-e", key]  # value from the environment
         if not spec.entrypoint:
             argv += ["--entrypoint", spec.command[0]] if spec.command else []
             return argv + list(spec.extra) + [spec.image, *spec.command[1:]]

@@ -1,0 +1,109 @@
+"""`hpcai launch/submit/sites/doctor` through the real CLI entry point (no engine needed)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from test_plan_helpers import CRAY, check_golden
+
+from hpcai.cli.launch import options_argv, sbatch_script
+from hpcai.plan import LaunchOptions, plan_launch
+
+
+def test_dry_run_prints_command_on_stdout_site_on_stderr(hpcai, tmp_path):
+    run = tmp_path / "r"
+    res = hpcai("launch", "--dry-run", "--site", "generic-slurm", "--image", "x.sif", "-N", "2",
+                "-o", str(run), "sanity")
+    assert res.exit_code == 0, res.stderr
+    argv = shlex.split(res.stdout)
+    assert argv[:4] == ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    assert argv[-4:] == ["x.sif", "/opt/hpcai/bin/hpcai-entrypoint", "/opt/hpcai/bin/hpcai-bench", "sanity"]
+    assert "# site: generic-slurm" in res.stderr and f"# run record: {run}" in res.stderr
+    assert not run.exists()  # a dry run starts and creates nothing
+
+
+def test_cmd_after_double_dash_keeps_hostile_tokens(hpcai, tmp_path):
+    hostile = ["a b", "it's", "x; rm -rf /", "$(id)", "line1\nline2"]
+    res = hpcai("launch", "--dry-run", "--site", "generic-slurm", "--image", "x.sif",
+                "-o", str(tmp_path / "r"), "--cmd", "--", "/bin/echo", *hostile)
+    assert res.exit_code == 0, res.stderr
+    assert shlex.split(res.stdout)[-len(hostile):] == hostile
+
+
+def test_json_is_the_plan(hpcai, tmp_path):
+    res = hpcai("launch", "--json", "--site", "cray-ex-nvidia", "--image", "x.sif", "-o",
+                str(tmp_path / "r"), "nccl-tests", "min_bytes=1M")
+    plan = json.loads(res.stdout)
+    assert plan["site"] == "cray-ex-nvidia" and plan["ntasks_per_node"] == 4 and plan["nodes"] == 1
+    assert plan["payload"] == "nccl-tests" and plan["payload_vars"] == {"min_bytes": "1M"}
+    assert plan["argv"][0] == "srun" and plan["hpcai_version"]
+
+
+def test_bad_input_exits_2_with_one_line_listing_choices(hpcai, tmp_path):
+    common = ["launch", "--image", "x.sif", "-o", str(tmp_path / "r")]
+    sif = tmp_path / "real.sif"
+    sif.write_bytes(b"SIF")
+    for args, needle in [
+        (["--site", "mars", "sanity"], "error: unknown site 'mars'; valid: cray-ex-amd, cray-ex-nvidia"),
+        (["--site", "local", "--runtime", "lxc", "sanity"], "error: unknown runtime 'lxc'; valid: apptainer"),
+        (["--site", "generic-slurm", "--image", str(sif), "nosuch"], "error: unknown payload 'nosuch'; valid: "),
+        (["--site", "generic-slurm", "--image", str(sif), "sanity", "bogus=1"], "error: unknown variable 'bogus'"),
+        (["--site", "generic-slurm", "sanity"], "error: image not found: x.sif"),
+        (["--site", "generic-slurm", "--image", str(sif), "--mpi", "mpich", "sanity"], "error: unknown mpi type 'mpich'"),
+        (["--site", "generic-slurm", "--cmd"], "error: --cmd needs a command"),
+    ]:
+        res = hpcai(*common, *args)
+        assert res.exit_code == 2, (args, res.stderr)
+        assert needle in res.stderr and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_golden_sbatch_script():
+    opts = LaunchOptions(image="/scratch/IMG.sif", payload="nccl-tests", payload_args=("min_bytes=1M",),
+                         nodes=2, site="cray-ex-nvidia", time="00:30:00", partition="gpu",
+                         account="proj", output_dir="/scratch/runs/r1", env=("HF_TOKEN=hf_x", "A=1"))
+    plan = plan_launch(opts, host=CRAY, check=False)
+    text = sbatch_script(plan, opts, "/usr/bin/python3")
+    check_golden("submit-cray-ex-nvidia.sbatch", text)
+    assert "hf_x" not in text
+    last = shlex.split(text.splitlines()[-1])
+    assert last[:5] == ["exec", "/usr/bin/python3", "-m", "hpcai", "launch"]
+    assert last[5:] == options_argv(opts)
+
+
+def test_options_roundtrip_through_the_cli(hpcai, tmp_path):
+    opts = LaunchOptions(image="x.sif", cmd=("sh", "-c", "echo $RANK; x"), nodes=3, site="generic-slurm",
+                         ntasks_per_node=2, binds=("/a:/b",), env=("K=v w",), mpi="pmix",
+                         output_dir=str(tmp_path / "r"), per_gpu=False)
+    res = hpcai("launch", "--json", *options_argv(opts))
+    plan = json.loads(res.stdout)
+    assert plan["nodes"] == 3 and plan["ntasks_per_node"] == 2 and plan["mpi"] == "pmix"
+    assert plan["command"] == ["sh", "-c", "echo $RANK; x"] and plan["env"]["K"] == "v w"
+
+
+def test_submit_no_submit_writes_script(hpcai, tmp_path):
+    res = hpcai("submit", "--no-submit", "--site", "generic-slurm", "--image", "x.sif",
+                "-o", str(tmp_path / "r"), "-N", "2", "sanity")
+    assert res.exit_code == 0, res.stderr
+    script = tmp_path / "r" / "submit.sbatch"
+    assert res.stdout.strip() == str(script) and "#SBATCH --nodes=2" in script.read_text()
+    local = hpcai("submit", "--no-submit", "--site", "local", "--image", "x", "-o", str(tmp_path / "l"), "sanity")
+    assert local.exit_code == 1 and "needs a Slurm site" in local.stderr
+
+
+def test_sites_and_doctor(hpcai):
+    res = hpcai("sites", "list", "--json")
+    names = [s["name"] for s in json.loads(res.stdout)]
+    assert names == ["cray-ex-amd", "cray-ex-nvidia", "generic-ib", "generic-slurm", "jsc-ib", "local"]
+    show = json.loads(hpcai("sites", "show", "jsc-ib", "--json").stdout)
+    assert show["master_addr_suffix"] == "i" and show["mpi"] == "pspmix"
+    text = hpcai("sites", "show", "cray-ex-nvidia")
+    assert "libfabric_dest: /host/lib" in text.stdout
+    bad = hpcai("sites", "show", "mars")
+    assert bad.exit_code == 2 and "valid: cray-ex-amd" in bad.stderr
+    doc = json.loads(hpcai("doctor", "--json").stdout)
+    assert {c["name"] for c in doc["checks"]} >= {"srun", "apptainer", "ch-run", "docker", "/dev/cxi*"}
+    assert doc["site"] in names
+    table = hpcai("doctor")
+    assert table.exit_code == 0 and "detected site" in table.stdout

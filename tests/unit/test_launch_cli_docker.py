@@ -1,0 +1,97 @@
+"""Real runs of `hpcai launch` on the local backend with the docker runtime (marker docker).
+
+The image is the local `debian:bookworm-slim` (tests/infra/docker-up.sh) with --no-entrypoint and
+--cmd, so each test costs a few container starts. The CLI runs as a subprocess so that exit codes
+and signals are the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+pytestmark = pytest.mark.docker
+
+IMAGE = "debian:bookworm-slim"
+
+
+def containers(label: str) -> list[str]:
+    res = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=hpcai.run={label}"],
+                         capture_output=True, text=True, check=True)
+    return res.stdout.split()
+
+
+def launch(hpcai_exe, run, *args, timeout=120):
+    argv = [*hpcai_exe, "launch", "--site", "local", "--runtime", "docker", "--image", IMAGE,
+            "--no-entrypoint", "-o", str(run), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def test_rank_variables_and_record(hpcai_exe, tmp_path):
+    run = tmp_path / "ranks"
+    res = launch(hpcai_exe, run, "--ntasks-per-node", "3", "--env", "HF_TOKEN=hf_secret_value", "--cmd", "--",
+                 "sh", "-c", 'echo "$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR $HF_TOKEN"')
+    assert res.returncode == 0, res.stderr
+    for rank in range(3):
+        out = (run / "logs" / f"rank-{rank}.out").read_text().split()
+        assert out == [str(rank), str(rank), "3", "3", "127.0.0.1", "hf_secret_value"]
+    assert res.stdout.split()[:2] == ["0", "0"]  # rank 0's output is echoed
+    plan = json.loads((run / "plan.json").read_text())
+    status = json.loads((run / "status.json").read_text())
+    assert plan["runtime"] == "docker" and plan["image_digest"].startswith("sha256:")
+    assert status["state"] == "completed" and status["exit_code"] == 0 and status["wall_s"] > 0
+    assert "hf_secret_value" not in (run / "plan.json").read_text()
+    assert containers(run.name) == []
+
+
+def test_failing_rank_ends_the_others_and_is_named(hpcai_exe, tmp_path):
+    run = tmp_path / "fail"
+    start = time.monotonic()
+    res = launch(hpcai_exe, run, "--ntasks-per-node", "3", "--cmd", "--", "sh", "-c",
+                 'if [ "$RANK" = 1 ]; then echo boom >&2; exit 3; fi; exec sleep 120')
+    elapsed = time.monotonic() - start
+    assert res.returncode == 1
+    assert f"error: rank 1 (exit code 3) failed; log: {run}/logs/rank-1.err" in res.stderr
+    assert elapsed < 60, elapsed  # the sleepers were stopped, not waited for
+    status = json.loads((run / "status.json").read_text())
+    assert status["state"] == "failed" and status["failed_ranks"] == [1] and status["exit_code"] == 3
+    assert (run / "logs" / "rank-1.err").read_text().strip() == "boom"
+    assert containers(run.name) == []
+
+
+def test_ctrl_c_stops_every_rank_and_leaves_no_container(hpcai_exe, tmp_path):
+    run = tmp_path / "cancel"
+    argv = [*hpcai_exe, "launch", "--site", "local", "--runtime", "docker", "--image", IMAGE,
+            "--no-entrypoint", "-o", str(run), "--ntasks-per-node", "2", "--cmd", "--", "sleep", "300"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while len(containers(run.name)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert len(containers(run.name)) == 2, "containers did not start"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "cancelled" in err
+    assert containers(run.name) == []
+    assert json.loads((run / "status.json").read_text())["state"] == "cancelled"
+
+
+def test_hostile_arguments_reach_the_container_unchanged(hpcai_exe, tmp_path):
+    hostile = ["a b", "it's", 'say "hi"', "x; echo pwned", "$(id)", "`id`", "l1\nl2", "*"]
+    run = tmp_path / "hostile"
+    res = launch(hpcai_exe, run, "--env", "V=$(id);x", "--cmd", "--", "sh", "-c",
+                 'for a in "$@"; do printf "<%s>" "$a"; done; printf "<%s>" "$V"', "sh", *hostile)
+    assert res.returncode == 0, res.stderr
+    text = (run / "logs" / "rank-0.out").read_text()
+    assert text == "".join(f"<{a}>" for a in hostile) + "<$(id);x>"
+
+
+def test_missing_image_fails_before_anything_starts(hpcai_exe, tmp_path):
+    res = subprocess.run([*hpcai_exe, "launch", "--site", "local", "--image", "hpcai-no-such-image:0",
+                          "-o", str(tmp_path / "r"), "sanity"], capture_output=True, text=True, check=False)
+    assert res.returncode == 2
+    assert "error: unknown docker image 'hpcai-no-such-image:0'; valid: " in res.stderr
+    assert IMAGE in res.stderr and not (tmp_path / "r").exists()
