@@ -1,0 +1,95 @@
+"""Target: an 8-rank `true` job through `hpcai launch` on the Slurm test cluster takes at most
+1.10x the wall time of the equivalent hand-written `srun … <runtime> … true` line.
+
+Both sides start the same containers on the same nodes (4 nodes x 2 ranks) and run the image's
+entrypoint before `true`; what differs is hpcai itself: planning, the per-rank shim, the run record.
+Runs alternate (hpcai, hand, hpcai, hand, …) so machine load drifts affect both alike; the ratio
+of the medians is printed. Exit status 1 when the ratio exceeds the target.
+
+    python benchmarks/launch_overhead.py --image IMAGE [--runtime docker|charliecloud] [--runs 5]
+
+IMAGE is a docker tag for docker, a SquashFS file for charliecloud (tests/infra/ch-image.sh makes
+one from a docker image). Needs the cluster from tests/infra/slurm-up.sh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ENTRYPOINT = "/opt/hpcai/bin/hpcai-entrypoint"
+NODES, PER_NODE = 4, 2
+
+
+def hpcai_argv() -> list[str]:
+    script = Path(sys.executable).with_name("hpcai")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "hpcai"]
+
+
+def hand_line(runtime: str, image: str, entrypoint: bool) -> list[str]:
+    """What a user would type for the same job (docker runs the image's ENTRYPOINT itself)."""
+    srun = ["srun", f"--nodes={NODES}", f"--ntasks-per-node={PER_NODE}", "--kill-on-bad-exit=1"]
+    if runtime == "docker":
+        run = ["docker", "run", "--rm", "--init", "--network", "host", "--ipc", "host"]
+        if not entrypoint:
+            return srun + run + ["--entrypoint", "true", image]
+        return srun + run + [image, "true"]
+    return srun + ["ch-run", image, "--"] + ([ENTRYPOINT] if entrypoint else []) + ["true"]
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: str) -> float:
+    start = time.perf_counter()
+    res = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, check=False)
+    wall = time.perf_counter() - start
+    if res.returncode != 0:
+        raise SystemExit(f"failed (exit {res.returncode}): {' '.join(argv)}\n{res.stderr[-3000:]}")
+    return wall
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--image", required=True)
+    ap.add_argument("--runtime", default="docker", choices=["docker", "charliecloud"])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--target", type=float, default=1.10)
+    ap.add_argument("--no-entrypoint", action="store_true", help="image without hpcai-entrypoint")
+    args = ap.parse_args()
+
+    env = {**os.environ, "USER": os.environ.get("USER") or "root"}  # ch-run needs USER
+    workdir = tempfile.mkdtemp(prefix="hpcai-overhead-")
+    hand = hand_line(args.runtime, args.image, not args.no_entrypoint)
+    try:
+        def hpcai(i: int) -> list[str]:
+            return [*hpcai_argv(), "launch", "--image", args.image, "--runtime", args.runtime,
+                    "--site", "generic-slurm", "-N", str(NODES), "--ntasks-per-node", str(PER_NODE),
+                    "--output-dir", os.path.join(workdir, f"run-{i}"),
+                    *(["--no-entrypoint"] if args.no_entrypoint else []), "--cmd", "--", "true"]
+
+        timed(hpcai(-1), env, workdir)  # warm-up: page cache, image layers, squashfuse
+        timed(hand, env, workdir)
+        ours, theirs = [], []
+        for i in range(args.runs):
+            ours.append(timed(hpcai(i), env, workdir))
+            theirs.append(timed(hand, env, workdir))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    a, b = statistics.median(ours), statistics.median(theirs)
+    ratio = a / b
+    print(f"8-rank `true` job ({NODES} nodes x {PER_NODE}), runtime {args.runtime}, {args.runs} runs each")
+    print(f"  hpcai launch : median {a:.3f} s  (min {min(ours):.3f}, max {max(ours):.3f})")
+    print(f"  hand srun    : median {b:.3f} s  (min {min(theirs):.3f}, max {max(theirs):.3f})")
+    print(f"  hand line    : {' '.join(hand)}")
+    print(f"  ratio {ratio:.3f} (target <= {args.target:.2f}): {'PASS' if ratio <= args.target else 'FAIL'}")
+    return 0 if ratio <= args.target else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
