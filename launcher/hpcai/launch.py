@@ -256,7 +256,7 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
         steps=[{"name": plan.backend, "exit_code": exit_code, "wall_s": wall,
                 "rank_exit_codes": {str(r): c for r, c in sorted(codes.items())}}],
         started=status.started, ended=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        message=_message(state, failed, run_dir, rc))
+        message=_message(state, failed, run_dir, rc, srun_lines))
     hasher.join(timeout=60)
     data["image_digest"] = digest.get("d")
     record.write_json(run_dir / record.PLAN, data)
@@ -278,13 +278,15 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
     return run_dir
 
 
-def _message(state: str, failed: dict[int, int], run_dir: Path, rc: int) -> str:
+def _message(state: str, failed: dict[int, int], run_dir: Path, rc: int, lines: list[str]) -> str:
     if state == "completed":
         return "completed"
     if state == "cancelled":
         return f"cancelled; logs in {run_dir / record.LOGS}"
     if not failed:
-        return f"the step failed (exit code {rc}) before any rank reported; see {run_dir / record.LOGS}"
+        why = next((ln.strip() for ln in reversed(lines) if "error" in ln), "")
+        return (f"the step failed (exit code {rc}) before any rank reported"
+                + (f": {why}" if why else f"; see {run_dir / record.LOGS}"))
     first = next(iter(failed))
     names = ", ".join(f"rank {r} (exit code {c})" for r, c in failed.items())
     return f"{names} failed; log: {run_dir / record.LOGS / f'rank-{first}.err'}"

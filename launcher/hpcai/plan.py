@@ -300,6 +300,32 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         plan.master_addr, warn = hostnames.master_addr(nodelist, site.master_addr_suffix, host.resolve)
         plan.warnings += [warn] if warn else []
     plan.master_port = hostnames.master_port(job_id, site.master_port) if job_id or site.master_port else None
+    if not _needs_shim(runtime_name, site, backend, opts):
+        # ch-run (and apptainer without --cleanenv) inherit SLURM_*; the image's entrypoint turns
+        # them into rank variables, so no per-rank Python start is paid.
+        extra = {"MASTER_ADDR": plan.master_addr, "MASTER_PORT": plan.master_port,
+                 "HPCAI_MASTER_ADDR_SUFFIX": None if plan.master_addr else site.master_addr_suffix}
+        extra = {k: str(v) for k, v in extra.items() if v and k not in container_env}
+        spec = _replace(spec, env=tuple({**extra, **container_env}.items()))
+        plan.argv = backend_prefix(backend, geom) + wrap(runtime.argv(spec))
+        return plan
+    plan.argv = backend_prefix(backend, geom) + wrap(
+        _shim(host, runtime_name, site, plan, run_dir, backend) + ["--"] + runtime.argv(spec))
+    return plan
+
+
+def _needs_shim(runtime_name: str, site: SiteProfile, backend: str, opts: LaunchOptions) -> bool:
+    """The rank shim is needed for per-rank container names and environment forwarding, for
+    PALS logs, for --per-gpu worlds, and when no entrypoint will set the rank variables."""
+    return (runtime_name in ("docker", "podman") or backend == "mpiexec" or opts.per_gpu
+            or opts.no_entrypoint or (runtime_name in ("apptainer", "singularity") and site.cleanenv))
+
+
+def _shim(host: Host, runtime_name: str, site: SiteProfile, plan: LaunchPlan, run_dir: Path,
+          backend: str) -> list[str]:
+    # Format: python -m hpcai.shim --kind docker --name hpcai-{jobid}-RUN-{rank} --pass 'SLURM_*'
+    #         [--suffix i] [--master-addr A] [--port P] [--per-gpu] --exit-dir RUN/logs
+    log_dir = str(run_dir / record.LOGS)
     shim = [host.python(), "-m", "hpcai.shim", "--kind", runtime_name]
     if runtime_name in ("docker", "podman"):
         shim += ["--name", f"hpcai-{{jobid}}-{run_dir.name}-{{rank}}"]
@@ -312,13 +338,12 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         shim += ["--master-addr", plan.master_addr]
     if site.master_port:
         shim += ["--port", str(site.master_port)]
-    if geom.per_gpu:
+    if plan.geometry.per_gpu:
         shim.append("--per-gpu")
     shim += ["--exit-dir", log_dir]
     if backend == "mpiexec":
         shim += ["--log-dir", log_dir]
-    plan.argv = backend_prefix(backend, geom) + wrap(shim + ["--"] + runtime.argv(spec))
-    return plan
+    return shim
 
 
 def _secret_process_env(secrets: dict[str, str], runtime: Any) -> dict[str, str]:

@@ -99,10 +99,24 @@ def test_outside_allocation_passes_partition_account_time(tmp_path):
         "srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
         "--partition=gpu", "--account=proj1", "--time=00:10:00",
         f"--output={run}/logs/rank-%t.out", f"--error={run}/logs/rank-%t.err",
-        *SHIM, "--kind", "charliecloud", "--exit-dir", f"{run}/logs", "--",
         "ch-run", str(tmp_path / "img.sqfs"), "--",
         "/opt/hpcai/bin/hpcai-entrypoint", "/opt/hpcai/bin/hpcai-bench", "nccl-tests"]
     assert plan.job_id is None and plan.master_port is None
+
+
+def test_charliecloud_with_entrypoint_needs_no_shim(tmp_path):
+    """ch-run inherits SLURM_*; the entrypoint makes rank variables, hpcai adds what it knows."""
+    plan = plan_launch(opts(tmp_path, site="generic-slurm", runtime="charliecloud", nodes=2),
+                       host=CRAY, check=False)
+    assert "hpcai.shim" not in plan.argv
+    i = plan.argv.index("ch-run")
+    assert plan.argv[i:i + 4] == ["ch-run", "--env-no-expand", "--set-env=MASTER_ADDR=nid001234",
+                                  f"--set-env=MASTER_PORT={4242 % 4536 + 61000}"]
+    jsc = plan_launch(opts(tmp_path, site="jsc-ib", runtime="charliecloud"), host=FakeHost(), check=False)
+    assert "--set-env=HPCAI_MASTER_ADDR_SUFFIX=i" in jsc.argv and "--set-env=MASTER_PORT=7010" in jsc.argv
+    bare = plan_launch(opts(tmp_path, site="generic-slurm", runtime="charliecloud", cmd=("true",),
+                            no_entrypoint=True), host=FakeHost(), check=False)
+    assert "hpcai.shim" in bare.argv  # no entrypoint: the shim sets the rank variables
 
 
 def test_srun_docker_names_containers_per_rank_through_the_shim(tmp_path):
