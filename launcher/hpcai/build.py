@@ -147,5 +147,5 @@ def _fail(spec: ImageSpec, step: int, total: int, text: str, tail: list[str], lo
     title = _step_title(text, spec)
     err.print(f"[bold]last {len(tail)} lines of {log}:[/]", markup=True)
     for line in tail:
-        err.print(line, markup=False, highlight=False)
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
     raise HpcaiError(f"build failed at step {step}/{total} ({title}); full log: {log}")

@@ -117,13 +117,10 @@ def stage_env(spec: ImageSpec) -> dict[str, str]:
 
 def runtime_env(spec: ImageSpec) -> dict[str, str]:
     """Variables of the final image (Docker ENV / Apptainer %environment)."""
-    lib_path = f"{HPC_LIBS_IN_IMAGE}:{PREFIX}/lib" if spec.ss else f"{PREFIX}/lib"
     env = {
         "PATH": f"{PREFIX}/bin:{PREFIX}/venv/bin:$PATH",
-        "LD_LIBRARY_PATH": f"{lib_path}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}",
+        "LD_LIBRARY_PATH": f"{PREFIX}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}",
     }
-    if spec.ss:
-        env["HPCAI_HPC_LIBS"] = HPC_LIBS_IN_IMAGE
     if spec.ofi and spec.family in ("cuda", "rocm"):
         # Our plugin by path, so no other libnccl-net.so on the library path can win.
         env["NCCL_NET_PLUGIN"] = f"{PREFIX}/lib/libnccl-net.so"
@@ -132,6 +129,14 @@ def runtime_env(spec: ImageSpec) -> dict[str, str]:
         env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
         env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     return env
+
+
+def ss_env(spec: ImageSpec) -> dict[str, str]:
+    """Added by -ss images, after runtime_env: the site's libraries come first. Kept apart so
+    the -hpc and -ss images share every layer up to the site libraries."""
+    if not spec.ss:
+        return {}
+    return {"LD_LIBRARY_PATH": f"{HPC_LIBS_IN_IMAGE}:$LD_LIBRARY_PATH", "HPCAI_HPC_LIBS": HPC_LIBS_IN_IMAGE}
 
 
 def build_env(spec: ImageSpec) -> dict[str, str]:
@@ -168,6 +173,7 @@ def context(spec: ImageSpec) -> dict:
         "spec": spec, "prefix": PREFIX, "build_dir": BUILD_DIR, "hpc_libs_dir": HPC_LIBS_IN_IMAGE,
         "builder_steps": builder_steps(spec, hooks), "final_steps": final_steps(spec, hooks),
         "stage_env": stage_env(spec), "build_env": build_env(spec), "runtime_env": runtime_env(spec),
+        "ss_env": ss_env(spec),
         "labels": spec.labels(), "hooks": hooks,
         "apt_sources_name": spec.apt_sources.name if spec.apt_sources else "",
     }

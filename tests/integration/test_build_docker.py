@@ -120,6 +120,11 @@ def test_hpc_libs_build_yields_ss_image_with_the_libraries(pytorch_cpu_image, hp
     assert res.exit_code == 0, res.stderr
     tag = res.stdout.strip().splitlines()[-1]
     assert re.match(r"^hpcai/pytorch-cpu-hpc-ss:bookworm-slim-\w+$", tag), tag
+    # The -ss image shares every layer of the -hpc image up to the site libraries.
+    steps = _steps(next((tmp_path / "work" / "logs").glob("*.log")))
+    libs_copy = next(i for i, (text, _) in enumerate(steps) if text.startswith("COPY hpc-libs/"))
+    assert all(cached for text, cached in steps[:libs_copy] if not text.startswith("FROM")), \
+        [t for t, c in steps[:libs_copy] if not c]
     inside = docker_run(tag, "-c", "ls /opt/hpcai/hpc-libs; echo LD=$LD_LIBRARY_PATH", entrypoint="/bin/sh")
     assert "libfabric.so.1" in inside.stdout and "libcxi.so.1" in inside.stdout
     assert "LD=/opt/hpcai/hpc-libs:/opt/hpcai/lib" in inside.stdout

@@ -107,7 +107,7 @@ def test_dockerfile_structure(rendered):
                 assert f"{var[0]}_SHA256=" in docker, (script, var)
         if ss:
             assert ("COPY", "hpc-libs/ /opt/hpcai/hpc-libs/") in final
-            assert "/opt/hpcai/hpc-libs:/opt/hpcai/lib" in docker
+            assert 'LD_LIBRARY_PATH="/opt/hpcai/hpc-libs:$LD_LIBRARY_PATH"' in docker
 
 
 def test_stack_steps_follow_the_options(rendered):

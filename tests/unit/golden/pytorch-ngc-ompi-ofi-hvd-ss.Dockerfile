@@ -101,14 +101,16 @@ COPY install/system-packages.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/system-packages.sh final
 COPY --from=builder /opt/hpcai /opt/hpcai
 ENV PATH="/opt/hpcai/bin:/opt/hpcai/venv/bin:$PATH" \
-    LD_LIBRARY_PATH="/opt/hpcai/hpc-libs:/opt/hpcai/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    HPCAI_HPC_LIBS="/opt/hpcai/hpc-libs" \
+    LD_LIBRARY_PATH="/opt/hpcai/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     NCCL_NET_PLUGIN="/opt/hpcai/lib/libnccl-net.so"
-# Site libraries (-ss image), first on the library path; see hpc_libs/README.md.
-COPY hpc-libs/ /opt/hpcai/hpc-libs/
 # Step: finalize prefix
 COPY install/finalize.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/finalize.sh
+# Site libraries (-ss image), first on the library path; see hpc_libs/README.md. Late, so the
+# -hpc and -ss images share every layer before this one.
+COPY hpc-libs/ /opt/hpcai/hpc-libs/
+ENV LD_LIBRARY_PATH="/opt/hpcai/hpc-libs:$LD_LIBRARY_PATH" \
+    HPCAI_HPC_LIBS="/opt/hpcai/hpc-libs"
 # Step: site libraries
 COPY install/hpc-libs.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/hpc-libs.sh
