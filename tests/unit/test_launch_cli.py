@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shlex
 
+import pytest
+
 from test_plan_helpers import CRAY, check_golden
 
 from hpcai.cli.launch import options_argv, sbatch_script
@@ -107,3 +109,34 @@ def test_sites_and_doctor(hpcai):
     assert doc["site"] in names
     table = hpcai("doctor")
     assert table.exit_code == 0 and "detected site" in table.stdout
+
+
+def test_fast_preview_parser_matches_the_typer_command():
+    """--dry-run/--json are parsed by argparse (no pydantic); both parsers must take the same options."""
+    import typer
+
+    from hpcai.cli.launch import FAST_OPTIONS
+    from hpcai.cli.main import app
+
+    launch = typer.main.get_command(app).commands["launch"]
+    typer_opts = {p.name: (tuple(sorted(p.opts)), p.envvar) for p in launch.params if p.opts[0].startswith("-")}
+    fast = {dest: (tuple(sorted(flags)), envvar) for dest, flags, _, envvar in FAST_OPTIONS}
+    assert fast == typer_opts
+
+
+@pytest.mark.parametrize("args", [
+    ["--site", "cray-ex-nvidia", "-N", "2", "nccl-tests", "min_bytes=1M"],
+    ["--site", "local", "--ntasks-per-node", "2", "-e", "A=1", "--bind", "/a:/b", "--cmd", "--", "sh", "-c", "x;y"],
+    ["--site", "jsc-ib", "--per-gpu", "--mpi", "pmi2", "-c", "3", "--time", "1:00", "osu"],
+])
+def test_fast_preview_equals_typer_path(hpcai, tmp_path, monkeypatch, args):
+    import hpcai.cli.launch as cli
+
+    common = ["launch", "--json", "--image", "x.sif", "-o", str(tmp_path / "r"), *args]
+    fast = hpcai(*common)
+    monkeypatch.setattr(cli, "fast_preview", lambda argv: None)  # force the typer path
+    slow = hpcai(*common)
+    assert fast.exit_code == slow.exit_code == 0, (fast.stderr, slow.stderr)
+    drop = ("master_port", "rank_argvs", "argv")  # the local backend picks a free port each time
+    a, b = json.loads(fast.stdout), json.loads(slow.stdout)
+    assert {k: v for k, v in a.items() if k not in drop} == {k: v for k, v in b.items() if k not in drop}

@@ -120,17 +120,10 @@ def register(app: typer.Typer) -> None:
                         no_entrypoint=no_entrypoint)
         from hpcai.plan import plan_launch
 
-        preview = dry_run or as_json
-        plan = plan_launch(opts, check=not preview)
-        if as_json:
-            import json
-
-            sys.stdout.write(json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n")
+        if dry_run or as_json:  # normally handled by fast_preview before typer parses anything
+            _preview(plan_launch(opts, check=False), as_json)
             return
-        if dry_run:
-            _describe(plan)
-            sys.stdout.write(plan.display() + "\n")
-            return
+        plan = plan_launch(opts)
         from hpcai.launch import execute
 
         execute(plan, echo=True)
@@ -206,3 +199,86 @@ def _describe(plan) -> None:
                      f"mpi: {g.mpi or 'default'}\n# run record: {plan.run_dir}\n")
     for w in plan.warnings:
         sys.stderr.write(f"# warning: {w}\n")
+
+
+# ---- fast preview ---------------------------------------------------------------------------
+# typer 0.29 builds a pydantic TypeAdapter per parameter, which alone costs more than the 0.5 s
+# budget of `hpcai launch --dry-run`. Previews (--dry-run/--json) are therefore parsed here with
+# argparse from this table; test_launch_cli checks that it matches the typer command exactly.
+# (dest, flags, kind, envvar) — kind: str, int, flag, list
+FAST_OPTIONS = [
+    ("image", ("--image", "-i"), "str", "HPCAI_IMAGE"), ("cmd", ("--cmd",), "flag", None),
+    ("nodes", ("--nodes", "-N"), "int", None), ("ntasks_per_node", ("--ntasks-per-node",), "int", None),
+    ("gpus_per_node", ("--gpus-per-node",), "int", None),
+    ("cpus_per_task", ("--cpus-per-task", "-c"), "int", None), ("time_", ("--time", "-t"), "str", None),
+    ("partition", ("--partition", "-p"), "str", "HPCAI_PARTITION"),
+    ("account", ("--account", "-A"), "str", "HPCAI_ACCOUNT"), ("site", ("--site",), "str", "HPCAI_SITE"),
+    ("runtime", ("--runtime",), "str", "HPCAI_RUNTIME"), ("backend", ("--backend",), "str", None),
+    ("bind", ("--bind", "-B"), "list", None), ("env", ("--env", "-e"), "list", None),
+    ("mpi", ("--mpi",), "str", None), ("per_gpu", ("--per-gpu",), "flag", None),
+    ("nodelist", ("--nodelist", "-w"), "str", None), ("output_dir", ("--output-dir", "-o"), "str", None),
+    ("energy", ("--energy",), "flag", None), ("no_entrypoint", ("--no-entrypoint",), "flag", None),
+    ("dry_run", ("--dry-run",), "flag", None), ("as_json", ("--json",), "flag", None),
+]
+
+
+class _Unsupported(Exception):
+    """Anything argparse cannot take exactly like click: let typer handle it."""
+
+
+class _Parser:
+    def __new__(cls):
+        import argparse
+
+        class P(argparse.ArgumentParser):
+            def error(self, message):
+                raise _Unsupported(message)
+
+        p = P(add_help=False, allow_abbrev=False)
+        for dest, flags, kind, envvar in FAST_OPTIONS:
+            default = os.environ.get(envvar) if envvar else None
+            if kind == "flag":
+                p.add_argument(*flags, dest=dest, action="store_true")
+            elif kind == "list":
+                p.add_argument(*flags, dest=dest, action="append", default=[])
+            else:
+                p.add_argument(*flags, dest=dest, type=int if kind == "int" else str, default=default)
+        p.add_argument("words", nargs="*")
+        return p
+
+
+def fast_preview(argv: list[str]) -> int | None:
+    """Handle `launch … --dry-run|--json` without typer; None when typer should do it."""
+    if argv[:1] != ["launch"] or not ({"--dry-run", "--json"} & set(argv)) or "--help" in argv:
+        return None
+    args = argv[1:]
+    words_after: list[str] = []
+    if "--" in args:  # like click: everything after `--` is positional
+        i = args.index("--")
+        args, words_after = args[:i], args[i + 1:]
+    try:
+        ns = _Parser().parse_args(args)
+    except _Unsupported:
+        return None
+    if not ns.image or (ns.dry_run and ns.as_json):
+        return None
+    from hpcai.plan import plan_launch
+
+    kw = {k: getattr(ns, k) for k in ("ntasks_per_node", "gpus_per_node", "cpus_per_task", "site",
+                                       "runtime", "backend", "mpi", "per_gpu", "output_dir", "energy",
+                                       "no_entrypoint")}
+    opts = _options(ns.image, [*ns.words, *words_after], ns.cmd, nodes=ns.nodes or 1,
+                    time=ns.time_ or "", partition=ns.partition or "", account=ns.account or "",
+                    binds=tuple(ns.bind), env=tuple(ns.env), nodelist=ns.nodelist or "", **kw)
+    _preview(plan_launch(opts, check=False), ns.as_json)
+    return 0
+
+
+def _preview(plan, as_json: bool) -> None:
+    if as_json:
+        import json
+
+        sys.stdout.write(json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n")
+        return
+    _describe(plan)
+    sys.stdout.write(plan.display() + "\n")

@@ -61,6 +61,13 @@ def _fail(message: str, code: int) -> None:
 
 def run(argv: list[str] | None = None) -> None:
     """Console-script entry point: no tracebacks for user errors, exit 2 for bad input."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:  # `launch --dry-run/--json` must start fast: parsed without typer (see cli/launch.py)
+        fast = launch.fast_preview(args)
+    except HpcaiError as exc:
+        _fail(str(exc), exc.exit_code)
+    if fast is not None:
+        sys.exit(fast)
     command = typer.main.get_command(app)
     try:
         rv = command.main(args=argv, prog_name="hpcai", standalone_mode=False)
