@@ -16,7 +16,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 PROBE = ("for t in gcc cc c++ g++ make ld as cmake; do command -v $t; done; "
-         "ls -d /opt/hpcai-build /usr/include/mpi.h /usr/include/python3.11 /usr/src/* 2>/dev/null; "
+         "ls -d /opt/hpcai-build /usr/include/mpi.h /usr/include/python3*/Python.h "
+         "/usr/lib/*/openmpi/include/mpi.h /usr/src/* 2>/dev/null; "
          "find / -xdev \\( -name '*.tar.gz' -o -name '*.tar.bz2' -o -name configure \\) -print 2>/dev/null | head")
 
 
@@ -47,11 +48,12 @@ def main() -> int:
     img, bas = size(ref), size(base)
     print(f"image_size: {ref}: {img / 1e6:.0f} MB; base {base}: {bas / 1e6:.0f} MB; "
           f"added {(img - bas) / 1e6:.0f} MB ({img / bas:.1f}x the base)")
-    hist = subprocess.run(["docker", "history", "--no-trunc", "--format", "{{.Size}}\t{{.CreatedBy}}", ref],
+    hist = subprocess.run(["docker", "history", "--no-trunc", "--human=false", "--format",
+                           "{{.Size}}\t{{.CreatedBy}}", ref],
                           capture_output=True, text=True, check=True).stdout.splitlines()
-    for line in [h for h in hist if not h.startswith("0B")][:6]:
-        sz, cmd = line.split("\t", 1)
-        print(f"  layer {sz:>8}  {cmd[-90:]}")
+    layers = sorted((int(sz), cmd) for sz, cmd in (h.split("\t", 1) for h in hist))
+    for sz, cmd in reversed(layers[-5:]):
+        print(f"  layer {sz / 1e6:8.1f} MB  {cmd.strip()[-80:]}")
     found = subprocess.run(["docker", "run", "--rm", "--entrypoint", "/bin/sh", ref, "-c", PROBE],
                            capture_output=True, text=True, check=False).stdout.split()
     print(f"image_size: toolchain/source leftovers: {found if found else 'none'}")

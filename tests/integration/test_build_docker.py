@@ -153,3 +153,19 @@ def test_checksum_mismatch_fails_the_build_naming_the_file(pytorch_cpu_image, pa
     line = res.stderr.strip().splitlines()[-1]
     assert line.startswith("error: checksum mismatch for osu-micro-benchmarks-7.5.2.tar.gz: expected 618de3d0")
     assert "log: " in line
+
+
+def test_failed_step_names_the_step_and_shows_the_log_tail(pytorch_cpu_image, payload_copy, hpcai,
+                                                           tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCAI_WORK_DIR", str(tmp_path / "work"))
+    probe = payload_copy / "fail-probe"
+    probe.mkdir()
+    (probe / "payload.toml").write_text('description = "fails"\nflavors = ["*"]\ngeometry = "single"\n'
+                                        '[install."*"]\nbuild = "build.sh"\n[run]\ncommand = ["true"]\n')
+    (probe / "build.sh").write_text('#!/bin/bash\necho "fail-probe: something went wrong here" >&2\nexit 3\n')
+    res = hpcai("build", "pytorch-cpu", *pip_build_inputs(), "--payloads", "fail-probe", "--tag", "hpcai-test/fail:1")
+    assert res.exit_code == 1
+    last = res.stderr.strip().splitlines()[-1]
+    assert re.match(r"^error: build failed at step \d+/\d+ \(payload fail-probe \(build\)\); full log: .+\.log$", last)
+    assert "fail-probe: something went wrong here" in res.stderr  # the log tail
+    assert "Traceback" not in res.stderr
