@@ -101,16 +101,27 @@ def final_steps(spec: ImageSpec, hooks: list[PayloadHooks]) -> list[Step]:
 
 
 def stage_env(spec: ImageSpec) -> dict[str, str]:
-    """Variables every install script and the entrypoint read."""
+    """Variables every install script and the entrypoint read (stack_env, then flavor_env)."""
+    return {**stack_env(spec), **flavor_env(spec)}
+
+
+def stack_env(spec: ImageSpec) -> dict[str, str]:
+    """What the system packages depend on. Set before them, so flavors that share a family and
+    stack (pytorch-cpu, tensorflow-cpu) share those layers too."""
     return {
         "HPCAI_PREFIX": PREFIX,
-        "HPCAI_FLAVOR": spec.flavor.name,
         "HPCAI_FAMILY": spec.family,
-        "HPCAI_FRAMEWORK": spec.flavor.framework,
         "HPCAI_MPI": spec.mpi.value,
         "HPCAI_WITH_OFI": "1" if spec.ofi else "0",
         "HPCAI_WITH_HVD": "1" if spec.horovod else "0",
         "HPCAI_FROM_SOURCE": "1" if spec.from_source else "0",
+    }
+
+
+def flavor_env(spec: ImageSpec) -> dict[str, str]:
+    return {
+        "HPCAI_FLAVOR": spec.flavor.name,
+        "HPCAI_FRAMEWORK": spec.flavor.framework,
         "HPCAI_BASE_ENTRYPOINT": spec.flavor.base_entrypoint,
     }
 
@@ -172,7 +183,7 @@ def context(spec: ImageSpec) -> dict:
     return {
         "spec": spec, "prefix": PREFIX, "build_dir": BUILD_DIR, "hpc_libs_dir": HPC_LIBS_IN_IMAGE,
         "builder_steps": builder_steps(spec, hooks), "final_steps": final_steps(spec, hooks),
-        "stage_env": stage_env(spec), "build_env": build_env(spec), "runtime_env": runtime_env(spec),
+        "stage_env": stage_env(spec), "stack_env": stack_env(spec), "flavor_env": flavor_env(spec), "build_env": build_env(spec), "runtime_env": runtime_env(spec),
         "ss_env": ss_env(spec),
         "labels": spec.labels(), "hooks": hooks,
         "apt_sources_name": spec.apt_sources.name if spec.apt_sources else "",

@@ -10,14 +10,11 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND="noninteractive" \
     HPCAI_BUILD="/opt/hpcai-build" \
     HPCAI_PREFIX="/opt/hpcai" \
-    HPCAI_FLAVOR="pytorch-cpu" \
     HPCAI_FAMILY="cpu" \
-    HPCAI_FRAMEWORK="pytorch" \
     HPCAI_MPI="ompi" \
     HPCAI_WITH_OFI="1" \
     HPCAI_WITH_HVD="0" \
-    HPCAI_FROM_SOURCE="0" \
-    HPCAI_BASE_ENTRYPOINT=""
+    HPCAI_FROM_SOURCE="0"
 # The site's apt sources replace the base image's (mirrors, air-gapped sites).
 COPY install/lib.sh install/apt-sources.sh /opt/hpcai-build/install/
 COPY apt/debian.sources /opt/hpcai-build/apt/debian.sources
@@ -26,6 +23,9 @@ COPY install/lib.sh install/fetch.sh /opt/hpcai-build/install/
 # Step: system packages (builder)
 COPY install/system-packages.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/system-packages.sh builder
+ENV HPCAI_FLAVOR="pytorch-cpu" \
+    HPCAI_FRAMEWORK="pytorch" \
+    HPCAI_BASE_ENTRYPOINT=""
 # The site's CA bundle (TLS-inspecting proxies); lib.sh points pip and curl at it. Builder only.
 COPY ca-bundle.crt /opt/hpcai-build/ca-bundle.crt
 # Local wheels (air-gapped sites, CPU builds of the framework); lib.sh adds them to pip's find-links.
@@ -73,14 +73,11 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND="noninteractive" \
     HPCAI_BUILD="/opt/hpcai-build" \
     HPCAI_PREFIX="/opt/hpcai" \
-    HPCAI_FLAVOR="pytorch-cpu" \
     HPCAI_FAMILY="cpu" \
-    HPCAI_FRAMEWORK="pytorch" \
     HPCAI_MPI="ompi" \
     HPCAI_WITH_OFI="1" \
     HPCAI_WITH_HVD="0" \
-    HPCAI_FROM_SOURCE="0" \
-    HPCAI_BASE_ENTRYPOINT=""
+    HPCAI_FROM_SOURCE="0"
 # The site's apt sources replace the base image's (mirrors, air-gapped sites).
 COPY install/lib.sh install/apt-sources.sh /opt/hpcai-build/install/
 COPY apt/debian.sources /opt/hpcai-build/apt/debian.sources
@@ -89,6 +86,9 @@ COPY install/lib.sh /opt/hpcai-build/install/
 # Step: system packages (runtime)
 COPY install/system-packages.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/system-packages.sh final
+ENV HPCAI_FLAVOR="pytorch-cpu" \
+    HPCAI_FRAMEWORK="pytorch" \
+    HPCAI_BASE_ENTRYPOINT=""
 COPY --from=builder /opt/hpcai /opt/hpcai
 ENV PATH="/opt/hpcai/bin:/opt/hpcai/venv/bin:$PATH" \
     LD_LIBRARY_PATH="/opt/hpcai/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \

@@ -10,18 +10,18 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND="noninteractive" \
     HPCAI_BUILD="/opt/hpcai-build" \
     HPCAI_PREFIX="/opt/hpcai" \
-    HPCAI_FLAVOR="pytorch-ngc" \
     HPCAI_FAMILY="cuda" \
-    HPCAI_FRAMEWORK="pytorch" \
     HPCAI_MPI="ompi" \
     HPCAI_WITH_OFI="1" \
     HPCAI_WITH_HVD="1" \
-    HPCAI_FROM_SOURCE="1" \
-    HPCAI_BASE_ENTRYPOINT="/opt/nvidia/nvidia_entrypoint.sh"
+    HPCAI_FROM_SOURCE="1"
 COPY install/lib.sh install/fetch.sh /opt/hpcai-build/install/
 # Step: system packages (builder)
 COPY install/system-packages.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/system-packages.sh builder
+ENV HPCAI_FLAVOR="pytorch-ngc" \
+    HPCAI_FRAMEWORK="pytorch" \
+    HPCAI_BASE_ENTRYPOINT="/opt/nvidia/nvidia_entrypoint.sh"
 # Step: python venv and framework
 COPY install/python-venv.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/python-venv.sh
@@ -87,18 +87,18 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND="noninteractive" \
     HPCAI_BUILD="/opt/hpcai-build" \
     HPCAI_PREFIX="/opt/hpcai" \
-    HPCAI_FLAVOR="pytorch-ngc" \
     HPCAI_FAMILY="cuda" \
-    HPCAI_FRAMEWORK="pytorch" \
     HPCAI_MPI="ompi" \
     HPCAI_WITH_OFI="1" \
     HPCAI_WITH_HVD="1" \
-    HPCAI_FROM_SOURCE="1" \
-    HPCAI_BASE_ENTRYPOINT="/opt/nvidia/nvidia_entrypoint.sh"
+    HPCAI_FROM_SOURCE="1"
 COPY install/lib.sh /opt/hpcai-build/install/
 # Step: system packages (runtime)
 COPY install/system-packages.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/system-packages.sh final
+ENV HPCAI_FLAVOR="pytorch-ngc" \
+    HPCAI_FRAMEWORK="pytorch" \
+    HPCAI_BASE_ENTRYPOINT="/opt/nvidia/nvidia_entrypoint.sh"
 COPY --from=builder /opt/hpcai /opt/hpcai
 ENV PATH="/opt/hpcai/bin:/opt/hpcai/venv/bin:$PATH" \
     LD_LIBRARY_PATH="/opt/hpcai/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \

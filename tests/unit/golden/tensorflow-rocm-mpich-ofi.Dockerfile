@@ -10,18 +10,18 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND="noninteractive" \
     HPCAI_BUILD="/opt/hpcai-build" \
     HPCAI_PREFIX="/opt/hpcai" \
-    HPCAI_FLAVOR="tensorflow-rocm" \
     HPCAI_FAMILY="rocm" \
-    HPCAI_FRAMEWORK="tensorflow" \
     HPCAI_MPI="mpich" \
     HPCAI_WITH_OFI="1" \
     HPCAI_WITH_HVD="0" \
-    HPCAI_FROM_SOURCE="1" \
-    HPCAI_BASE_ENTRYPOINT=""
+    HPCAI_FROM_SOURCE="1"
 COPY install/lib.sh install/fetch.sh /opt/hpcai-build/install/
 # Step: system packages (builder)
 COPY install/system-packages.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/system-packages.sh builder
+ENV HPCAI_FLAVOR="tensorflow-rocm" \
+    HPCAI_FRAMEWORK="tensorflow" \
+    HPCAI_BASE_ENTRYPOINT=""
 # Step: python venv and framework
 COPY install/python-venv.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/python-venv.sh
@@ -77,18 +77,18 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND="noninteractive" \
     HPCAI_BUILD="/opt/hpcai-build" \
     HPCAI_PREFIX="/opt/hpcai" \
-    HPCAI_FLAVOR="tensorflow-rocm" \
     HPCAI_FAMILY="rocm" \
-    HPCAI_FRAMEWORK="tensorflow" \
     HPCAI_MPI="mpich" \
     HPCAI_WITH_OFI="1" \
     HPCAI_WITH_HVD="0" \
-    HPCAI_FROM_SOURCE="1" \
-    HPCAI_BASE_ENTRYPOINT=""
+    HPCAI_FROM_SOURCE="1"
 COPY install/lib.sh /opt/hpcai-build/install/
 # Step: system packages (runtime)
 COPY install/system-packages.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/system-packages.sh final
+ENV HPCAI_FLAVOR="tensorflow-rocm" \
+    HPCAI_FRAMEWORK="tensorflow" \
+    HPCAI_BASE_ENTRYPOINT=""
 COPY --from=builder /opt/hpcai /opt/hpcai
 ENV PATH="/opt/hpcai/bin:/opt/hpcai/venv/bin:$PATH" \
     LD_LIBRARY_PATH="/opt/hpcai/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
