@@ -16,6 +16,7 @@ from hpcai.errors import UsageError, unknown
 from hpcai.spec import HPC_LIBS_IN_IMAGE, PREFIX, ImageSpec, Mpi
 
 FORMATS = ("docker", "apptainer")
+BOOTSTRAPS = ("docker", "docker-daemon", "localimage")
 BUILD_DIR = "/opt/hpcai-build"  # scripts, downloads and sources; never in the final image
 
 
@@ -190,12 +191,19 @@ def context(spec: ImageSpec) -> dict:
     }
 
 
-def render(spec: ImageSpec, fmt: str = "docker") -> str:
-    """The Dockerfile (fmt="docker") or Apptainer def (fmt="apptainer") text for spec."""
+def render(spec: ImageSpec, fmt: str = "docker", bootstrap: str = "docker") -> str:
+    """The Dockerfile (fmt="docker") or Apptainer def (fmt="apptainer") text for spec.
+
+    bootstrap: Apptainer's source of the base (default "docker", a registry); "docker-daemon"
+    takes it from the local Docker engine (bases made with docker import), "localimage" from a
+    SIF or sandbox path given as the base. Ignored for Docker.
+    """
     if fmt not in FORMATS:
         raise unknown("format", fmt, FORMATS)
+    if bootstrap not in BOOTSTRAPS:
+        raise unknown("bootstrap", bootstrap, BOOTSTRAPS)
     template = "Dockerfile.j2" if fmt == "docker" else "hpcai.def.j2"
-    return _jinja(fmt).get_template(template).render(**context(spec))
+    return _jinja(fmt).get_template(template).render(**context(spec), bootstrap=bootstrap)
 
 
 def dq(value: str) -> str:

@@ -91,7 +91,8 @@ def test_no_docker_daemon(hpcai, monkeypatch):
     assert "sudo dockerd" in line and "Podman" in line
 
 
-def test_dry_run_prints_the_classic_builder_command(hpcai):
+def test_dry_run_prints_the_classic_builder_command(hpcai, monkeypatch):
+    monkeypatch.delenv("HPCAI_WORK_DIR", raising=False)
     res = hpcai("build", "pytorch-cpu", "--dry-run", "--tag", "t:1")
     assert res.exit_code == 0
     cmd = res.stdout.strip().splitlines()[-1]
@@ -100,6 +101,7 @@ def test_dry_run_prints_the_classic_builder_command(hpcai):
 
 
 def test_podman_builder(hpcai, monkeypatch):
+    monkeypatch.delenv("HPCAI_WORK_DIR", raising=False)
     monkeypatch.setenv("DOCKER", "podman")
     res = hpcai("build", "pytorch-cpu", "--dry-run", "--tag", "t:1")
     assert res.exit_code == 0
@@ -157,3 +159,10 @@ def test_sif_without_apptainer_and_dry_runs(hpcai, monkeypatch):
 def test_sif_of_a_flavor_uses_its_tag(hpcai):
     res = hpcai("sif", "pytorch-cpu", "--dry-run", "--tag", "hpcai/x:1")
     assert res.stdout.strip().endswith("hpcai_x_1.sif docker-daemon://hpcai/x:1")
+
+
+def test_apptainer_bootstrap_choices(hpcai):
+    res = hpcai("render", "pytorch-cpu", "--format", "apptainer", "--bootstrap", "docker-daemon")
+    assert res.stdout.count("Bootstrap: docker-daemon\nFrom: debian:bookworm-slim\n") == 2
+    line = _one_line_error(hpcai("render", "pytorch-cpu", "--format", "apptainer", "--bootstrap", "oras"))
+    assert "unknown bootstrap 'oras'; valid: docker, docker-daemon, localimage" in line

@@ -50,6 +50,8 @@ def render_cmd(
     flavor: str = typer.Argument(..., help="Image flavor, e.g. pytorch-cpu."),
     fmt: str = typer.Option("docker", "--format", "-f", help="docker | apptainer"),
     context_dir: Optional[Path] = typer.Option(None, "--context", help="Also write the full build context here."),
+    bootstrap: str = typer.Option("docker", "--bootstrap",
+                                  help="Apptainer base source: docker | docker-daemon | localimage."),
     base: Optional[str] = O_BASE, arch: str = O_ARCH, mpi: Optional[str] = O_MPI,
     ofi: Optional[str] = O_OFI, horovod: Optional[str] = O_HVD, hpc_libs: Optional[str] = O_LIBS,
     payloads: Optional[str] = O_PAYLOADS, ngc_version: Optional[str] = O_NGC,
@@ -67,7 +69,7 @@ def render_cmd(
                  allow_unverified=allow_unverified, repository=repository, tag=tag,
                  wheelhouse=wheelhouse, ca_bundle=ca_bundle, apt_sources=apt_sources,
                  sources_dir=sources_dir)
-    text = render(spec, fmt)
+    text = render(spec, fmt, bootstrap)
     if context_dir is not None:
         from hpcai.context import prepare_context
 
