@@ -1,0 +1,102 @@
+"""Payloads inside the real CPU images: `docker run IMG` runs the flavor's default suite.
+
+The images come from the session fixtures in tests/conftest.py (the real `hpcai build`). Sizes
+come from the payloads' `quick` profile (HPCAI_BENCH_PROFILE=quick), which the runner applies on
+top of the CPU family's profile, so the whole suite takes about a minute on two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from hpcai.results.parsers import parse_text
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def docker_run(image: str, *args: str, env: dict[str, str] | None = None, timeout: int = 900):
+    argv = ["docker", "run", "--rm", "--shm-size", "1g"]
+    for key, value in (env or {}).items():
+        argv += ["-e", f"{key}={value}"]
+    return subprocess.run([*argv, image, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def results(stdout: str) -> dict[str, dict]:
+    return {r["payload"]: r for r in (json.loads(line.split(" ", 1)[1]) for line in stdout.splitlines()
+                                      if line.startswith("HPCAI_RESULT "))}
+
+
+def section(stdout: str, payload: str) -> str:
+    """The output of one payload in a suite run (between its === banner and its result line)."""
+    start = stdout.index(f"=== hpcai-bench: {payload}:")
+    return stdout[start:stdout.index("HPCAI_RESULT", start)]
+
+
+def test_pytorch_cpu_default_suite(pytorch_cpu_image):
+    res = docker_run(pytorch_cpu_image, env={"HPCAI_BENCH_PROFILE": "quick"})
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    got = results(res.stdout)
+    assert list(got) == ["sanity", "ddp-bench", "hf-clm", "mpi-allreduce"]  # sanity first
+    assert all(r["status"] == "PASS" for r in got.values()), got
+    assert got["sanity"]["metrics"] == {"world_size": 1.0}
+    assert got["ddp-bench"]["metrics"]["ex_per_sec_total"] > 0
+    assert 0 < got["ddp-bench"]["metrics"]["sec_per_iter_p50"] < 60
+    hf = got["hf-clm"]
+    assert hf["synthetic"] is True and hf["vars"]["model"] == "gpt2-tiny"
+    assert hf["metrics"]["samples_per_second"] > 0 and hf["metrics"]["tflops_per_gpu"] > 0
+    assert got["mpi-allreduce"]["metrics"]["busbw_max_size"] > 0
+    # the summary table closes the run
+    table = res.stdout[res.stdout.rindex("\npayload "):].splitlines()[1:]
+    assert [row.split()[0] for row in table[2:]] == ["sanity", "ddp-bench", "hf-clm", "mpi-allreduce"]
+    # the host-side parsers read the same logs the same way
+    sanity = parse_text("sanity", section(res.stdout, "sanity"))
+    assert sanity.details["ranks"]["0"]["libfabric"].startswith("/usr/lib/x86_64-linux-gnu/libfabric.so.1")
+    assert "Open MPI" in sanity.details["ranks"]["0"]["version"] or "Open MPI" in section(res.stdout, "sanity")
+    mpi = parse_text("mpi-allreduce", section(res.stdout, "mpi-allreduce"))
+    assert mpi.headline.value == pytest.approx(got["mpi-allreduce"]["metrics"]["busbw_max_size"])
+
+
+def test_one_payload_with_variables_and_bad_input(pytorch_cpu_image):
+    res = docker_run(pytorch_cpu_image, "hpcai-bench", "ddp-bench", "model=mlp", "image_size=16",
+                     "batch_size=2", "iters=2", "warmup=1")
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert "Benchmark: mlp with batch size 2" in res.stdout
+    assert "hpcai-bench: ddp-bench ex_per_sec_total = " in res.stdout
+    bad = docker_run(pytorch_cpu_image, "hpcai-bench", "ddp-bench", "batchsize=2")
+    assert bad.returncode == 2
+    assert "unknown variable 'batchsize' for payload ddp-bench; valid: backend, batch_size" in bad.stderr
+
+
+def test_two_mpi_ranks_in_one_container(pytorch_cpu_image):
+    res = docker_run(pytorch_cpu_image, "mpirun", "-np", "2", "--oversubscribe", "hpcai-bench",
+                     "mpi-allreduce", "max_bytes=65536", "iters=10", "warmup=2")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    got = results(res.stdout)["mpi-allreduce"]  # one result line: only rank 0 reports
+    assert res.stdout.count("HPCAI_RESULT") == 1
+    assert got["metrics"]["ranks"] == 2.0 and got["metrics"]["busbw_max_size"] > 0
+
+
+def test_self_test_and_listing(pytorch_cpu_image, hpcai):
+    res = docker_run(pytorch_cpu_image, "hpcai-bench", "--self-test")
+    assert res.returncode == 0, res.stdout + res.stderr
+    for check in ("import torch", "MPI init", "libfabric load"):
+        assert f"self-test: ok   {check}" in res.stdout
+    listing = hpcai("payloads", "list", "--image", pytorch_cpu_image, "--json")
+    assert listing.exit_code == 0, listing.stderr
+    names = [e["name"] for e in json.loads(listing.stdout)]
+    assert names == ["ddp-bench", "hf-clm", "mpi-allreduce", "sanity"]
+
+
+def test_tensorflow_cpu_default_suite(tensorflow_cpu_image):
+    res = docker_run(tensorflow_cpu_image, env={"HPCAI_BENCH_PROFILE": "quick"})
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    got = results(res.stdout)
+    assert list(got) == ["sanity", "mpi-allreduce", "tf-resnet50"]
+    assert all(r["status"] == "PASS" for r in got.values()), got
+    tf = got["tf-resnet50"]
+    assert tf["synthetic"] is True and tf["metrics"]["images_per_sec"] > 0
+    parsed = parse_text("tf-resnet50", section(res.stdout, "tf-resnet50"))
+    assert parsed.headline.value == pytest.approx(tf["metrics"]["images_per_sec"], rel=1e-3)
