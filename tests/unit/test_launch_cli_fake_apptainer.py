@@ -1,0 +1,101 @@
+"""The local backend end to end with a FAKE `apptainer` (Apptainer cannot be installed here).
+
+The mock stands in for the apptainer binary only: it records its argv, turns APPTAINERENV_X into X
+like Apptainer does (also under --cleanenv), and execs the command after the image. Everything
+else — planning, process start, rank variables, failure handling, signals, the run record — is the
+real code. Real Apptainer runs are in tests marked `apptainer`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+FAKE = '''#!{python}
+import json, os, sys
+args = sys.argv[1:]
+verb, args = args[0], args[1:]
+flags = []
+while args and args[0].startswith("-"):
+    flag = args.pop(0)
+    flags.append(flag)
+    if flag in ("--bind", "-B"):
+        flags.append(args.pop(0))
+image, cmd = args[0], args[1:]
+env = {{k[len("APPTAINERENV_"):]: v for k, v in os.environ.items() if k.startswith("APPTAINERENV_")}}
+if "--cleanenv" in flags:
+    env = {{**env, "PATH": "/usr/bin:/bin"}}
+else:
+    env = {{**os.environ, **env}}
+with open(os.environ["FAKE_LOG"] + "." + env.get("RANK", "x"), "w") as fh:
+    json.dump({{"argv": sys.argv, "verb": verb, "flags": flags, "image": image}}, fh)
+os.execvpe(cmd[0], cmd, env)
+'''
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "apptainer"
+    exe.write_text(FAKE.format(python=sys.executable))
+    exe.chmod(0o755)
+    image = tmp_path / "img.sif"
+    image.write_bytes(b"not really a SIF")
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "FAKE_LOG": str(tmp_path / "call")}
+    return image, env
+
+
+def run(hpcai_exe, env, image, run_dir, *args, **kw):
+    argv = [*hpcai_exe, "launch", "--site", "local", "--runtime", "apptainer", "--image", str(image),
+            "-o", str(run_dir), *args]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60, **kw)
+
+
+def test_ranks_env_and_secret_kept_out_of_argv(hpcai_exe, fake, tmp_path):
+    image, env = fake
+    run_dir = tmp_path / "r"
+    res = run(hpcai_exe, env, image, run_dir, "--ntasks-per-node", "2", "--no-entrypoint",
+              "--env", "DB_PASSWORD=pw123", "--env", "NCCL_SOCKET_IFNAME=hsn0,hsn1", "--cmd", "--",
+              "sh", "-c", 'echo "$RANK/$WORLD_SIZE $NCCL_SOCKET_IFNAME $DB_PASSWORD"')
+    assert res.returncode == 0, res.stderr
+    assert (run_dir / "logs" / "rank-1.out").read_text() == "1/2 hsn0,hsn1 pw123\n"
+    call = json.loads((tmp_path / "call.1").read_text())
+    assert call["verb"] == "exec" and "--containall" in call["flags"] and call["image"] == str(image)
+    assert not any("pw123" in a for a in call["argv"])  # the secret travelled in the environment
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert plan["env"]["DB_PASSWORD"] == "***" and plan["image_digest"].startswith("sha256:")
+    assert "pw123" not in (run_dir / "plan.json").read_text()
+
+
+def test_sigterm_ends_every_rank(hpcai_exe, fake, tmp_path):
+    image, env = fake
+    run_dir = tmp_path / "r"
+    argv = [*hpcai_exe, "launch", "--site", "local", "--runtime", "apptainer", "--image", str(image),
+            "-o", str(run_dir), "--ntasks-per-node", "3", "--no-entrypoint", "--cmd", "--",
+            "sh", "-c", "echo $$ > $0.$RANK; exec sleep 300", str(tmp_path / "pid")]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while len(list(tmp_path.glob("pid.*"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pids = [int(p.read_text()) for p in tmp_path.glob("pid.*")]
+    assert len(pids) == 3
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "cancelled" in err
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower()
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "cancelled"
+
+
+def test_rank_that_cannot_start_is_reported(hpcai_exe, fake, tmp_path):
+    image, env = fake
+    res = run(hpcai_exe, env, image, tmp_path / "r", "--no-entrypoint", "--cmd", "--", "/no/such/binary")
+    assert res.returncode == 1 and "rank 0 (exit code" in res.stderr
