@@ -233,7 +233,7 @@ def check_image(runtime_name: str, runtime: Any, image: str) -> dict[str, str]:
 
 def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = True) -> LaunchPlan:
     """The full plan. check=False (dry-run) does not require the image to exist here."""
-    from hpcai import hostnames
+    from hpcai.redact import is_secret
     from hpcai.runtimes import ENTRYPOINT, ContainerSpec, get_runtime
 
     host = host or Host()
@@ -247,8 +247,6 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     labels = check_image(runtime_name, runtime, opts.image) if check else {}
     image_payloads = [p for p in labels.get("hpcai.payloads", "").split(",") if p] or None
     label, payload_vars, command = _payload(opts, image_payloads)
-    from hpcai.redact import is_secret
-
     container_env = {**site.env, **parse_env(opts.env, env_now)}
     secret_env = {k: v for k, v in container_env.items() if is_secret(k)}
     container_env = {k: v for k, v in container_env.items() if k not in secret_env}
@@ -264,8 +262,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         entrypoint="" if opts.no_entrypoint else ENTRYPOINT,
         payload=() if opts.cmd else (label, *command[2:]),
         binds=tuple(binds), env=tuple(container_env.items()), secret_names=tuple(secret_env),
-        gpu=site.gpu,
-        containall=site.containall, cleanenv=site.cleanenv, apptainer_command=site.apptainer_command,
+        gpu=site.gpu, containall=site.containall, cleanenv=site.cleanenv, apptainer_command=site.apptainer_command,
         labels=(("hpcai.run", run_dir.name),) if runtime_name in ("docker", "podman") else ())
     plan = LaunchPlan(site=site.name, site_source=site.source, backend=backend, runtime=runtime_name,
                       image=opts.image, payload=label, payload_vars=payload_vars, command=command,
@@ -274,32 +271,46 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
                       secret_env=_secret_process_env(secret_env, runtime))
     plan.image_labels = labels
     wrap = _energy_wrapper(run_dir) if opts.energy else (lambda argv: argv)
-
     if backend == "local":
-        port = int(container_env.get("MASTER_PORT") or host.free_port())
-        plan.master_addr, plan.master_port = "127.0.0.1", port
-        from hpcai.backends.local import rank_env
+        return _plan_local(plan, spec, runtime, site, host, wrap)
+    return _plan_step(plan, spec, runtime, site, host, opts, wrap)
 
-        for rank in range(geom.ntasks):
-            renv = rank_env(rank, geom.ntasks, port, geom.per_gpu, site.gpu)
-            renv = {k: v for k, v in renv.items() if k not in container_env}  # --env wins
-            name = f"{_container_name(run_dir)}-{rank}"
-            rspec = _replace(spec, env=tuple({**renv, **container_env}.items()),
-                             name=name if runtime_name in ("docker", "podman") else "")
-            plan.rank_argvs.append(wrap(runtime.argv(rspec)))
-            plan.rank_envs.append(renv)
-            if rspec.name:
-                plan.container_names.append(name)
-        plan.argv = plan.rank_argvs[0]
-        return plan
 
-    # srun / mpiexec: one argv for every task; the shim does the per-rank part on the node.
+def _plan_local(plan: LaunchPlan, spec: Any, runtime: Any, site: SiteProfile, host: Host,
+                wrap: Any) -> LaunchPlan:
+    """One command per rank, each with its rank variables (and container name for docker)."""
+    from hpcai.backends.local import rank_env
+
+    port = int(plan.container_env.get("MASTER_PORT") or host.free_port())
+    plan.master_addr, plan.master_port = "127.0.0.1", port
+    g, named = plan.geometry, plan.runtime in ("docker", "podman")
+    for rank in range(g.ntasks):
+        renv = rank_env(rank, g.ntasks, port, g.per_gpu, site.gpu)
+        renv = {k: v for k, v in renv.items() if k not in plan.container_env}  # --env wins
+        name = f"{_container_name(Path(plan.run_dir))}-{rank}" if named else ""
+        rspec = _replace(spec, env=tuple({**renv, **plan.container_env}.items()), name=name)
+        plan.rank_argvs.append(wrap(runtime.argv(rspec)))
+        plan.rank_envs.append(renv)
+        plan.container_names += [name] if name else []
+    plan.argv = plan.rank_argvs[0]
+    return plan
+
+
+def _plan_step(plan: LaunchPlan, spec: Any, runtime: Any, site: SiteProfile, host: Host,
+               opts: LaunchOptions, wrap: Any) -> LaunchPlan:
+    """srun / mpiexec: one argv for every task; the shim does the per-rank part on the node."""
+    from hpcai import hostnames
+
+    g, env_now, backend, runtime_name = plan.geometry, host.environ(), plan.backend, plan.runtime
+    container_env, run_dir = plan.container_env, Path(plan.run_dir)
+    # The allocation's first host is the step's only when the step spans the whole allocation.
     nodelist = opts.nodelist or (env_now.get("SLURM_JOB_NODELIST", "")
                                  if str(opts.nodes) == env_now.get("SLURM_JOB_NUM_NODES") else "")
-    if nodelist and not geom.per_gpu and not nodelist.startswith("/"):
+    if nodelist and not g.per_gpu and not nodelist.startswith("/"):
         plan.master_addr, warn = hostnames.master_addr(nodelist, site.master_addr_suffix, host.resolve)
         plan.warnings += [warn] if warn else []
-    plan.master_port = hostnames.master_port(job_id, site.master_port) if job_id or site.master_port else None
+    if plan.job_id or site.master_port:
+        plan.master_port = hostnames.master_port(plan.job_id, site.master_port)
     if not _needs_shim(runtime_name, site, backend, opts):
         # ch-run (and apptainer without --cleanenv) inherit SLURM_*; the image's entrypoint turns
         # them into rank variables, so no per-rank Python start is paid.
@@ -307,9 +318,9 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
                  "HPCAI_MASTER_ADDR_SUFFIX": None if plan.master_addr else site.master_addr_suffix}
         extra = {k: str(v) for k, v in extra.items() if v and k not in container_env}
         spec = _replace(spec, env=tuple({**extra, **container_env}.items()))
-        plan.argv = backend_prefix(backend, geom) + wrap(runtime.argv(spec))
+        plan.argv = backend_prefix(backend, g) + wrap(runtime.argv(spec))
         return plan
-    plan.argv = backend_prefix(backend, geom) + wrap(
+    plan.argv = backend_prefix(backend, g) + wrap(
         _shim(host, runtime_name, site, plan, run_dir, backend) + ["--"] + runtime.argv(spec))
     return plan
 
