@@ -122,3 +122,23 @@ def test_hand_built_records_from_real_logs(tmp_path, hpcai):
     plotted = hpcai("results", "plot", str(runs), "-o", str(png))
     assert plotted.exit_code == 0 and png.stat().st_size > 1000
     assert _figure_series([str(runs)]) == 1  # one bar series, one bar per configuration
+
+
+@pytest.mark.slurm
+@pytest.mark.docker
+def test_energy_wrapper_under_srun_keeps_exit_codes(tmp_path, hpcai_exe):
+    """`launch --energy` on 2 nodes × 2 tasks: one wrapper measures per node (here: no power
+    source, so it says so and runs unmeasured), and the payload's exit code survives the wrapper."""
+    run_dir = tmp_path / "r1"
+    script = 'echo rank $SLURM_PROCID; [ "$SLURM_PROCID" = 2 ] && exit 3; exit 0'
+    res = subprocess.run([*hpcai_exe, "launch", "--site", "generic-slurm", "--runtime", "docker", "-N", "2",
+                          "--ntasks-per-node", "2", "--energy", "--image", "debian:bookworm-slim", "--no-entrypoint",
+                          "-o", str(run_dir), "--cmd", "--", "sh", "-c", script],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1, res.stderr
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["failed_ranks"] == [2] and status["exit_code"] == 3
+    codes = {p.name: p.read_text().strip() for p in (run_dir / "energy").glob("exit-code-*.txt")}
+    assert len(codes) == 2 and sorted(codes.values()) == ["0", "3"]  # one measurer per node
+    logs = "".join(p.read_text() for p in (run_dir / "logs").glob("rank-*.err"))
+    assert logs.count("hpcai-energy: no power source or jpwr") == 2

@@ -185,7 +185,7 @@ def plot_cmd(
         raise unknown("plot kind", kind, kinds)
     fig = plot.auto(_records(runs), kind)
     plot.save(fig, output)
-    err.print(f"wrote {output} ({plot.series_count(fig)} series)")
+    err.print(f"wrote {output} ({plot.series_count(fig)} series)", soft_wrap=True, markup=False)
 
 
 def register(app: typer.Typer) -> None:

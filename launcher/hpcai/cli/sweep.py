@@ -42,7 +42,7 @@ def sweep(
         base["energy"] = True
     folder = output_dir or Path("runs") / time.strftime("sweep-%Y%m%d-%H%M%S")
     run_dirs = sw.run_sweep(payload, node_list, variables, folder, base)
-    err.print(f"sweep of {len(run_dirs)} runs in {folder}; see `hpcai results show {folder}`")
+    err.print(f"sweep of {len(run_dirs)} runs in {folder}; see `hpcai results show {folder}`", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

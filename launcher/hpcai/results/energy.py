@@ -57,13 +57,18 @@ def jpwr_command() -> list[str] | None:
 
 
 def preflight(methods: list[str] | None = None) -> tuple[list[str], str | None]:
-    """(methods, None) when energy can be measured here, else ([], reason) — the run goes on."""
+    """(methods, None) when energy can be measured on this host, else ([], reason to print).
+
+    The run goes on either way: each node's wrapper checks again and runs the payload unmeasured
+    when it finds no power source or no jpwr (a login node often has no GPU while compute nodes do).
+    """
     found = methods or detect_power_source()
     if not found:
-        return [], ("--energy: no power source found (no NVIDIA/AMD GPU, GH200 sensors or Graphcore "
-                    "IPU on this node); running without energy measurement")
+        return [], ("--energy: no power source on this host (no NVIDIA/AMD GPU, GH200 sensors or Graphcore "
+                    "IPU); the run continues, and a node without one runs unmeasured")
     if jpwr_command() is None:
-        return [], "--energy: jpwr is not installed (pip install 'hpcai[energy]'); running without energy measurement"
+        return [], ("--energy: jpwr is not installed (pip install 'hpcai[energy]'); the run continues, "
+                    "and a node without jpwr runs unmeasured")
     return found, None
 
 
@@ -89,7 +94,8 @@ def _run_and_record(exit_file: Path, argv: list[str]) -> int:
 
 
 def _host() -> str:
-    return socket.gethostname().split(".")[0]
+    """The node's name: Slurm's when set (several slurmd may share one machine's hostname)."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
 def _measure(energy_dir: Path, methods: str, argv: list[str]) -> int:
