@@ -65,7 +65,7 @@ def test_show_lists_runs_and_failed_parse(tmp_path, hpcai):
     make_run(tmp_path, "bad", "osu", "srun: error: nid001: task 0: Exited with exit code 1\n")
     r = hpcai("results", "show", str(tmp_path))
     assert r.exit_code == 0, r.stderr
-    assert "latency_8B" in r.stdout and "2×8" in r.stdout and "no '# OSU" in r.stdout
+    assert "latency_8B" in r.stdout and "2×4" in r.stdout and "no '# OSU" in r.stdout
     metrics = json.loads((tmp_path / "bad" / "metrics.json").read_text())
     assert metrics["metrics"] == [] and "osu: no" in metrics["error"]  # never zeros
 

@@ -82,11 +82,11 @@ def show_cmd(runs: Optional[list[Path]] = typer.Argument(None, help=RUNS_HELP)) 
 
     records = _records(runs)
     table = Table(title="runs")
-    for col in ("run", "payload", "system", "nodes×ranks", "image", "metric", "value", "unit", "status"):
+    for col in ("run", "payload", "system", "nodes×ranks/node", "image", "metric", "value", "unit", "status"):
         table.add_column(col)
     for r in records:
         head = r.result.headline if r.result else None
-        table.add_row(r.path.name, r.payload, r.system, f"{r.nodes}×{r.ranks}", str(r.plan.get("image") or "-"),
+        table.add_row(r.path.name, r.payload, r.system, f"{r.nodes}×{r.ranks // r.nodes}", str(r.plan.get("image") or "-"),
                       head.name if head else "-", _fmt(head.value) if head else "-", head.unit if head else "",
                       r.state if not r.error else f"{r.state}: {r.error}")
     _print_table(table)

@@ -62,8 +62,10 @@ def scaling(table: list[Any]) -> Any:
     unit = table[0].unit if table else ""
     ax_t.set(xlabel="nodes", ylabel=f"{table[0].metric if table else ''} ({unit})", title="throughput")
     ax_e.set(xlabel="nodes", ylabel="parallel efficiency", title="efficiency", ylim=(0, 1.2))
+    nodes = sorted({p.nodes for p in table})
     for ax in (ax_t, ax_e):
         ax.set_xscale("log", base=2)
+        ax.set_xticks(nodes, [str(n) for n in nodes])  # label the node counts that ran, not powers of 2
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="small")
     fig.tight_layout()
