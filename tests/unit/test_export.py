@@ -7,6 +7,8 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from hpcai.results.export import COLUMNS
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
@@ -39,7 +41,7 @@ def test_csv_caraml_columns_and_provenance(tmp_path, hpcai):
     assert row["GlobalBatchSize"] == "32" and row["BatchSize/Device"] == "8"
     assert (row["Metric"], row["Value"], row["Unit"]) == ("train_samples_per_second", "147.57", "samples/s")
     # 6·N·D: 147.57 samples/s × 6 × 124,439,808 params × 1024 tokens / 8 GPUs
-    assert float(row["Avg_TFLOPs/GPU"]) == __import__("pytest").approx(147.57 * 6 * 124439808 * 1024 / 8 / 1e12)
+    assert float(row["Avg_TFLOPs/GPU"]) == pytest.approx(147.57 * 6 * 124439808 * 1024 / 8 / 1e12)
     assert row["ImageDigest"] == "sha256:abc" and row["HpcaiVersion"] == "0.1.0"
     assert json.loads(row["ComponentVersions"]) == {"hpcai.nccl": "2.21.5"}
     assert row["Runtime(s)"] == "200.5" and row["EnergyFile"] == ""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from hpcai.results.metrics import HIGHER, LOWER, Metric, ParseResult
-from hpcai.results.parsers.common import FP, nothing_found, strip_prefixes, to_float
+from hpcai.results.parsers.common import nothing_found, strip_prefixes, to_float
 
 _ITER = re.compile(r"iteration\s+(\d+)/\s*(\d+)\s*\|(.*)$")
 _SEQ = re.compile(r"seq[_-]length\s*[.=:\s]+\s*(\d+)")
