@@ -38,6 +38,9 @@ if [ -s "$out" ]; then
   exit 0
 fi
 
+# Leftovers of a conversion that was killed (SIGKILL skips the trap); we hold the lock.
+rm -rf --one-file-system "$outdir/.tmp-$name".*
+docker ps -aq --filter "label=hpcai.ch-image=$name" | xargs -r docker rm -f >/dev/null
 tmp=$(mktemp -d "$outdir/.tmp-$name.XXXXXX")
 cid=""
 cleanup() {
@@ -47,7 +50,7 @@ cleanup() {
 trap cleanup EXIT
 
 log "exporting $image (${id:0:12})"
-cid=$(docker create --read-only "$image" /bin/true)
+cid=$(docker create --read-only --label "hpcai.ch-image=$name" "$image" /bin/true)
 docker export "$cid" >"$tmp/image.tar"
 docker rm "$cid" >/dev/null
 cid=""

@@ -1,0 +1,181 @@
+"""`hpcai launch` on the real Slurm test cluster (tests/infra/slurm-up.sh: nid[001-004]) with the
+real pytorch-cpu image, under the docker and charliecloud runtimes.
+
+Every test drives the CLI as a subprocess, exactly as a user would, and reads the run record it
+leaves (plan.json, status.json, logs/rank-N.out|err). Nothing is mocked: ranks are Slurm tasks on
+different fake nodes, each in its own container; the MPI test goes through Slurm's PMIx plugin and
+the image's Open MPI; the gloo test through torch.distributed over TCP.
+
+The fake nodes all live on this one machine and share its host name, so Open MPI's shared-memory
+transport would mix up segments of ranks on different fake nodes: the MPI test selects TCP
+(`OMPI_MCA_btl=tcp,self`), which is what ranks on different real nodes use anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CH_CACHE = Path(os.environ.get("HPCAI_CH_CACHE", "/var/tmp/hpcai-ch"))
+ENV = {**os.environ, "USER": os.environ.get("USER") or "root"}  # ch-run refuses to run without USER
+# Seconds for one `hpcai launch`; every job here takes well under a minute. (No pytest timeout
+# marks: they would also count the one-time image build and SquashFS conversion in the fixtures.)
+LAUNCH_TIMEOUT = 120
+
+RUNTIMES = [
+    pytest.param("docker", marks=[pytest.mark.slurm, pytest.mark.docker]),
+    pytest.param("charliecloud", marks=[pytest.mark.slurm, pytest.mark.docker, pytest.mark.charliecloud]),
+]
+
+GLOO = """
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+t = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(t)
+print("GLOO", dist.get_rank(), dist.get_world_size(), int(t.item()), flush=True)
+dist.destroy_process_group()
+"""
+
+MPI = """
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+total = comm.allreduce(comm.Get_rank() + 1)
+print("MPI", comm.Get_rank(), comm.Get_size(), total, MPI.Get_library_version().split()[0:3], flush=True)
+"""
+
+
+@pytest.fixture(scope="session")
+def ch_squashfs(pytorch_cpu_image) -> str:
+    """The pytorch-cpu image as a Charliecloud SquashFS, converted once per image id."""
+    res = subprocess.run(["bash", str(REPO / "tests" / "infra" / "ch-image.sh"), pytorch_cpu_image,
+                          str(CH_CACHE)], capture_output=True, text=True, env=ENV, timeout=1200)
+    if res.returncode != 0:
+        pytest.fail(f"ch-image.sh {pytorch_cpu_image} failed:\n{res.stderr[-4000:]}")
+    return res.stdout.strip()
+
+
+@pytest.fixture
+def image_for(request, pytorch_cpu_image):
+    def pick(runtime: str) -> str:
+        return request.getfixturevalue("ch_squashfs") if runtime == "charliecloud" else pytorch_cpu_image
+    return pick
+
+
+def launch(hpcai_exe, image: str, runtime: str, run_dir: Path, *options: str,
+           cmd: list[str]) -> tuple[subprocess.CompletedProcess, float]:
+    argv = [*hpcai_exe, "launch", "--image", image, "--runtime", runtime, "--site", "generic-slurm",
+            "--output-dir", str(run_dir), *options, "--cmd", "--", *cmd]
+    start = time.monotonic()
+    res = subprocess.run(argv, capture_output=True, text=True, env=ENV, cwd=run_dir.parent,
+                         timeout=LAUNCH_TIMEOUT)
+    return res, time.monotonic() - start
+
+
+def rank_logs(run_dir: Path, ranks: int) -> list[str]:
+    logs = run_dir / "logs"
+    return [(logs / f"rank-{r}.out").read_text(errors="replace") for r in range(ranks)]
+
+
+def image_env_applied(run_dir: Path) -> bool:
+    """Whether the charliecloud command line applies the image's ENV (a bare `--set-env`)."""
+    plan = json.loads((run_dir / "plan.json").read_text())
+    return "--set-env" in plan["argv"]
+
+
+def explain(res: subprocess.CompletedProcess, run_dir: Path) -> str:
+    """stderr of hpcai plus every rank's stderr, for assertion messages."""
+    parts = [f"exit {res.returncode}\n--- hpcai stderr ---\n{res.stderr[-3000:]}"]
+    for err in sorted((run_dir / "logs").glob("rank-*.err")):
+        parts.append(f"--- {err.name} ---\n{err.read_text(errors='replace')[-1500:]}")
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_every_rank_sees_its_rank_variables(runtime, image_for, hpcai_exe, tmp_path):
+    run_dir = tmp_path / tmp_path.name  # unique: names the docker label hpcai.run
+    res, _ = launch(hpcai_exe, image_for(runtime), runtime, run_dir,
+                    "-N", "2", "--ntasks-per-node", "2", cmd=["env"])
+    assert res.returncode == 0, explain(res, run_dir)
+
+    names = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURMD_NODENAME")
+    seen = []
+    for text in rank_logs(run_dir, 4):
+        env = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+        seen.append({n: env.get(n) for n in names})
+    assert [(s["RANK"], s["LOCAL_RANK"], s["WORLD_SIZE"]) for s in seen] == [
+        ("0", "0", "4"), ("1", "1", "4"), ("2", "0", "4"), ("3", "1", "4")], seen
+    first, second = seen[0]["SLURMD_NODENAME"], seen[2]["SLURMD_NODENAME"]
+    assert first != second and seen[1]["SLURMD_NODENAME"] == first and seen[3]["SLURMD_NODENAME"] == second
+    # MASTER_ADDR is the allocation's first host, the same for every rank, as is the port.
+    assert {s["MASTER_ADDR"] for s in seen} == {first}
+    assert len({s["MASTER_PORT"] for s in seen}) == 1 and seen[0]["MASTER_PORT"].isdigit()
+
+    # The run record: the plan with the exact srun line, the final status, one log pair per rank.
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert plan["argv"][0] == "srun" and "--kill-on-bad-exit=1" in plan["argv"]
+    assert plan["runtime"] == runtime and plan["nodes"] == 2 and plan["ntasks"] == 4
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "completed" and status["exit_code"] == 0, status
+    assert sorted(p.name for p in (run_dir / "logs").glob("rank-*.out")) == [f"rank-{r}.out" for r in range(4)]
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_gloo_allreduce_over_two_nodes(runtime, image_for, hpcai_exe, tmp_path):
+    run_dir = tmp_path / tmp_path.name  # unique: names the docker label hpcai.run
+    res, _ = launch(hpcai_exe, image_for(runtime), runtime, run_dir,
+                    "-N", "2", "--ntasks-per-node", "2", cmd=["python3", "-c", GLOO])
+    if res.returncode != 0 and runtime == "charliecloud" and not image_env_applied(run_dir):
+        pytest.xfail("known launcher gap: ch-run does not get a bare --set-env, so the image's ENV "
+                     "(PATH with the venv's python3 and torch) is not applied in the container")
+    assert res.returncode == 0, explain(res, run_dir)
+    for rank, text in enumerate(rank_logs(run_dir, 4)):
+        line = next((ln for ln in text.splitlines() if ln.startswith("GLOO ")), None)
+        assert line == f"GLOO {rank} 4 10", (rank, text)  # 1 + 2 + 3 + 4
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_mpi_program_over_two_nodes_through_pmix(runtime, image_for, hpcai_exe, tmp_path):
+    # srun --mpi=pmix starts Slurm's PMIx server; the image's Open MPI connects to it through the
+    # rendezvous files under the slurmd spool dir, so that dir is bound into the container.
+    run_dir = tmp_path / tmp_path.name  # unique: names the docker label hpcai.run
+    res, _ = launch(hpcai_exe, image_for(runtime), runtime, run_dir,
+                    "-N", "2", "--ntasks-per-node", "2", "--mpi", "pmix",
+                    "--bind", "/var/spool/slurmd", "--env", "OMPI_MCA_btl=tcp,self",
+                    cmd=["python3", "-c", MPI])
+    assert res.returncode == 0, explain(res, run_dir)
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert "--mpi=pmix" in plan["argv"]
+    for rank, text in enumerate(rank_logs(run_dir, 4)):
+        line = next((ln for ln in text.splitlines() if ln.startswith("MPI ")), "")
+        assert line.startswith(f"MPI {rank} 4 10 "), (rank, text)
+        assert "Open MPI" in line.replace("'", "").replace(",", ""), line
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_failing_rank_ends_the_job_and_is_named(runtime, image_for, hpcai_exe, tmp_path):
+    run_dir = tmp_path / tmp_path.name  # unique: names the docker label hpcai.run
+    script = 'if [ "$RANK" = 1 ]; then echo "rank one gives up" >&2; exit 3; fi; sleep 120'
+    res, elapsed = launch(hpcai_exe, image_for(runtime), runtime, run_dir,
+                          "-N", "2", "--ntasks-per-node", "2", cmd=["sh", "-c", script])
+    assert res.returncode != 0
+    # The others sleep 120 s: ending within seconds means --kill-on-bad-exit worked.
+    assert elapsed < 45, f"hpcai launch took {elapsed:.1f} s to notice the failed rank"
+    err_log = run_dir / "logs" / "rank-1.err"
+    assert "rank 1" in res.stderr and str(err_log) in res.stderr, res.stderr
+    assert "rank one gives up" in err_log.read_text()
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "failed" and status["failed_ranks"][0] == 1, status
+    if runtime == "charliecloud" and status["failed_ranks"] != [1]:
+        pytest.xfail("known launcher gap: ch-run 0.31 exits 1 when its child is killed, so ranks "
+                     f"ended by --kill-on-bad-exit are also counted as failed: {status['failed_ranks']}")
+    assert status["failed_ranks"] == [1], status
+    if runtime == "docker":  # no container outlives the job
+        left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=hpcai.run={run_dir.name}"],
+                              capture_output=True, text=True, check=True).stdout.split()
+        assert left == [], f"containers left behind: {left}"
