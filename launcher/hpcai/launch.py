@@ -224,8 +224,6 @@ def _make_dir(run_dir: Path) -> None:
 
 
 def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
-    from hpcai.console import err
-
     run_dir = Path(plan.run_dir)
     _make_dir(run_dir)
     logs = run_dir / record.LOGS
@@ -238,8 +236,8 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
     started = time.time()
     status = record.RunStatus(state="running", started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     record.write_status(run_dir, status)
-    for w in plan.warnings:
-        err.print(f"[yellow]warning:[/] {w}")
+    for w in plan.warnings:  # plain stderr: importing rich would cost every launch ~0.1 s
+        sys.stderr.write(f"warning: {w}\n")
     srun_lines: list[str] = []
     rc = 0
     with _Signals() as sig:
@@ -272,7 +270,7 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
         if rank0.is_file():
             sys.stdout.write(rank0.read_text(errors="replace"))
             sys.stdout.flush()
-    err.print(f"run record: {run_dir}", highlight=False)
+    sys.stderr.write(f"run record: {run_dir}\n")
     if check and state != "completed":
         raise LaunchFailed(status.message, run_dir, 130 if state == "cancelled" else 1)
     return run_dir

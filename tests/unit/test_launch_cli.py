@@ -112,7 +112,7 @@ def test_sites_and_doctor(hpcai):
 
 
 def test_fast_preview_parser_matches_the_typer_command():
-    """--dry-run/--json are parsed by argparse (no pydantic); both parsers must take the same options."""
+    """`launch` is parsed by argparse (no pydantic); both parsers must take the same options."""
     import typer
 
     from hpcai.cli.launch import FAST_OPTIONS
@@ -134,7 +134,7 @@ def test_fast_preview_equals_typer_path(hpcai, tmp_path, monkeypatch, args):
 
     common = ["launch", "--json", "--image", "x.sif", "-o", str(tmp_path / "r"), *args]
     fast = hpcai(*common)
-    monkeypatch.setattr(cli, "fast_preview", lambda argv: None)  # force the typer path
+    monkeypatch.setattr(cli, "fast_launch", lambda argv: None)  # force the typer path
     slow = hpcai(*common)
     assert fast.exit_code == slow.exit_code == 0, (fast.stderr, slow.stderr)
     drop = ("master_port", "rank_argvs", "argv")  # the local backend picks a free port each time

@@ -2,7 +2,8 @@
 
 `--dry-run` prints the exact command(s) on stdout, shell-quoted with secrets redacted (one line
 per rank for the local backend), and the resolved site on stderr; `--json` prints the plan as JSON
-on stdout; neither starts anything. Only typer is imported here: the dry-run must start fast.
+on stdout; neither starts anything. Not even typer is imported at the top: `hpcai launch` is
+parsed by `fast_launch` (argparse), typer only serves --help and unusual input.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import typer
+if TYPE_CHECKING:
+    import typer
 
 PANEL = "Launch"
 
@@ -84,6 +86,7 @@ def _site_sbatch(plan) -> tuple[str, ...]:
 
 def register(app: typer.Typer) -> None:
     """Add `launch` and `submit` to the top-level app."""
+    import typer  # here, not at the top: `hpcai launch` is parsed without typer (fast_launch)
 
     def launch(
         words: Optional[list[str]] = typer.Argument(None, metavar="PAYLOAD [VAR=VALUE…] | --cmd -- CMD…",
@@ -120,7 +123,7 @@ def register(app: typer.Typer) -> None:
                         no_entrypoint=no_entrypoint)
         from hpcai.plan import plan_launch
 
-        if dry_run or as_json:  # normally handled by fast_preview before typer parses anything
+        if dry_run or as_json:  # normally handled by fast_launch before typer parses anything
             _preview(plan_launch(opts, check=False), as_json)
             return
         plan = plan_launch(opts)
@@ -203,8 +206,9 @@ def _describe(plan) -> None:
 
 # ---- fast preview ---------------------------------------------------------------------------
 # typer 0.29 builds a pydantic TypeAdapter per parameter, which alone costs more than the 0.5 s
-# budget of `hpcai launch --dry-run`. Previews (--dry-run/--json) are therefore parsed here with
-# argparse from this table; test_launch_cli checks that it matches the typer command exactly.
+# budget of `hpcai launch --dry-run` and ~0.4 s of every launch. `hpcai launch` is therefore parsed
+# here with argparse from this table (typer still serves --help and anything unusual);
+# test_launch_cli checks that the table matches the typer command exactly.
 # (dest, flags, kind, envvar) — kind: str, int, flag, list
 FAST_OPTIONS = [
     ("image", ("--image", "-i"), "str", "HPCAI_IMAGE"), ("cmd", ("--cmd",), "flag", None),
@@ -247,9 +251,9 @@ class _Parser:
         return p
 
 
-def fast_preview(argv: list[str]) -> int | None:
-    """Handle `launch … --dry-run|--json` without typer; None when typer should do it."""
-    if argv[:1] != ["launch"] or not ({"--dry-run", "--json"} & set(argv)) or "--help" in argv:
+def fast_launch(argv: list[str]) -> int | None:
+    """Handle `hpcai launch …` without typer; None when typer should do it (--help, odd input)."""
+    if argv[:1] != ["launch"] or "--help" in argv[:argv.index("--") if "--" in argv else len(argv)]:
         return None
     args = argv[1:]
     words_after: list[str] = []
@@ -257,7 +261,7 @@ def fast_preview(argv: list[str]) -> int | None:
         i = args.index("--")
         args, words_after = args[:i], args[i + 1:]
     try:
-        ns = _Parser().parse_args(args)
+        ns = _Parser().parse_intermixed_args(args)
     except _Unsupported:
         return None
     if not ns.image or (ns.dry_run and ns.as_json):
@@ -270,7 +274,12 @@ def fast_preview(argv: list[str]) -> int | None:
     opts = _options(ns.image, [*ns.words, *words_after], ns.cmd, nodes=ns.nodes or 1,
                     time=ns.time_ or "", partition=ns.partition or "", account=ns.account or "",
                     binds=tuple(ns.bind), env=tuple(ns.env), nodelist=ns.nodelist or "", **kw)
-    _preview(plan_launch(opts, check=False), ns.as_json)
+    if ns.dry_run or ns.as_json:
+        _preview(plan_launch(opts, check=False), ns.as_json)
+        return 0
+    from hpcai.launch import execute
+
+    execute(plan_launch(opts), echo=True)
     return 0
 
 

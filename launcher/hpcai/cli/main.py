@@ -2,54 +2,60 @@
 
 Every command module exposes `register(app)`. Modules import only typer at the top so that
 `hpcai launch --dry-run` stays fast; heavy libraries (docker, jinja2, matplotlib) are imported
-inside the commands that need them.
+inside the commands that need them. `hpcai launch` itself is parsed before typer is even imported
+(typer + its pydantic layer cost more than the 0.5 s dry-run budget; see cli/launch.py), so the
+typer app is built on first use: `hpcai.cli.main.app` still works as an attribute.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
-import typer
-
-try:  # typer >= 0.26 vendors click
-    from typer._click import exceptions as click_exc
-except ImportError:  # pragma: no cover - older typer with click installed
-    from click import exceptions as click_exc
-
-from hpcai import __version__
-from hpcai.cli import build, doctor, launch, payloads, results, sites, sweep
 from hpcai.errors import HpcaiError
 
-# Exit/Abort moved between click and typer across versions: catch whichever exist.
-_EXIT = tuple({typer.Exit, getattr(click_exc, "Exit", typer.Exit)})
-_ABORT = tuple({typer.Abort, getattr(click_exc, "Abort", typer.Abort)})
-
-app = typer.Typer(
-    name="hpcai",
-    help="Build AI container images for supercomputers and launch them correctly.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-    rich_markup_mode="rich",
-)
+_APP: Any = None
 
 
-def _version(value: bool) -> None:
-    if value:
-        print(f"hpcai {__version__}")
-        raise typer.Exit()
+def _build_app() -> Any:
+    import typer
+
+    from hpcai import __version__
+    from hpcai.cli import build, doctor, launch, payloads, results, sites, sweep
+
+    app = typer.Typer(
+        name="hpcai",
+        help="Build AI container images for supercomputers and launch them correctly.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+        rich_markup_mode="rich",
+    )
+
+    def _version(value: bool) -> None:
+        if value:
+            print(f"hpcai {__version__}")
+            raise typer.Exit()
+
+    @app.callback()
+    def _main(
+        version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                     help="Print the version and exit."),
+    ) -> None:
+        """hpcai: images (build, render, sif), launching (launch, submit, sweep), results."""
+
+    for module in (build, launch, sweep, payloads, results, sites, doctor):
+        module.register(app)
+    return app
 
 
-@app.callback()
-def _main(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                 help="Print the version and exit."),
-) -> None:
-    """hpcai: images (build, render, sif), launching (launch, submit, sweep), results."""
-
-
-for module in (build, launch, sweep, payloads, results, sites, doctor):
-    module.register(app)
+def __getattr__(name: str) -> Any:
+    global _APP
+    if name == "app":
+        if _APP is None:
+            _APP = _build_app()
+        return _APP
+    raise AttributeError(name)
 
 
 def _fail(message: str, code: int) -> None:
@@ -61,19 +67,34 @@ def _fail(message: str, code: int) -> None:
 
 def run(argv: list[str] | None = None) -> None:
     """Console-script entry point: no tracebacks for user errors, exit 2 for bad input."""
+    from hpcai.cli import launch
+
     args = sys.argv[1:] if argv is None else list(argv)
-    try:  # `launch --dry-run/--json` must start fast: parsed without typer (see cli/launch.py)
-        fast = launch.fast_preview(args)
+    try:  # `launch` must start fast: parsed without typer (see cli/launch.py)
+        fast = launch.fast_launch(args)
     except HpcaiError as exc:
         _fail(str(exc), exc.exit_code)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
     if fast is not None:
         sys.exit(fast)
-    command = typer.main.get_command(app)
+
+    import typer
+
+    try:  # typer >= 0.26 vendors click
+        from typer._click import exceptions as click_exc
+    except ImportError:  # pragma: no cover - older typer with click installed
+        from click import exceptions as click_exc
+    # Exit/Abort moved between click and typer across versions: catch whichever exist.
+    exits = tuple({typer.Exit, getattr(click_exc, "Exit", typer.Exit)})
+    aborts = tuple({typer.Abort, getattr(click_exc, "Abort", typer.Abort)})
+
+    command = typer.main.get_command(__getattr__("app"))
     try:
         rv = command.main(args=argv, prog_name="hpcai", standalone_mode=False)
-    except _EXIT as exc:
+    except exits as exc:
         sys.exit(exc.exit_code)
-    except _ABORT:
+    except aborts:
         _fail("interrupted", 130)
     except click_exc.ClickException as exc:  # usage errors: unknown option, bad value, missing arg
         _fail(exc.format_message().replace("\n", " "), 2)

@@ -7,6 +7,8 @@ every task gets the same argv, so the name is left out here and the rank shim in
 
 from __future__ import annotations
 
+import functools
+
 from hpcai.runtimes import ContainerSpec
 
 
@@ -43,25 +45,30 @@ class PodmanRuntime(DockerRuntime):
     gpu_flags = {**DockerRuntime.gpu_flags, "nvidia": ["--device", "nvidia.com/gpu=all"]}
 
 
+@functools.lru_cache(maxsize=8)
 def _inspect(binary: str, image: str) -> dict | None:
-    """The engine's image inspect data, or None when the image is not there."""
-    if binary == "docker":
-        import docker  # lazy: the SDK costs ~0.1 s to import
-        from docker.errors import DockerException, ImageNotFound
+    """The engine's image inspect data, or None when the image is not there.
 
-        try:
-            return docker.from_env().images.get(image).attrs
-        except ImageNotFound:
-            return None
-        except DockerException as exc:
-            from hpcai.errors import HpcaiError
-
-            raise HpcaiError(f"docker is not reachable: {exc}") from None
+    The CLI, not the docker SDK: `docker image inspect` answers in ~20 ms where importing the SDK
+    alone takes ~0.2 s, and it is the same call for podman.
+    """
     import json
     import subprocess
 
-    res = subprocess.run([binary, "image", "inspect", image], capture_output=True, text=True, check=False)
-    return (json.loads(res.stdout) or [None])[0] if res.returncode == 0 else None
+    try:
+        res = subprocess.run([binary, "image", "inspect", image], capture_output=True, text=True,
+                             timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        from hpcai.errors import HpcaiError
+
+        raise HpcaiError(f"{binary} is not usable here: {exc}") from None
+    if res.returncode != 0:
+        if "no such image" in res.stderr.lower() or "image not known" in res.stderr.lower():
+            return None
+        from hpcai.errors import HpcaiError
+
+        raise HpcaiError(f"{binary} image inspect {image} failed: {res.stderr.strip()}")
+    return (json.loads(res.stdout) or [None])[0]
 
 
 def _local_images(binary: str) -> list[str]:
