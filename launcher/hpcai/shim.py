@@ -14,18 +14,17 @@ srun and mpiexec start the same argv for every task, but each rank needs its own
 3. SIGTERM/SIGINT are passed on, and a docker/podman container is killed by name so none is left;
 4. the exit code is written to `<exit-dir>/rank-<N>.exit`, which is how hpcai names failed ranks
    without Slurm accounting.
-Stdlib only (plus hostlist for bracketed host lists): it starts once per rank.
+It starts once per rank, so it imports little: no argparse, no re (plus hostlist, lazily, for
+bracketed host lists).
 """
 
 from __future__ import annotations
 
-import argparse
-import fnmatch
 import os
-import re
 import signal
 import subprocess
 import sys
+from types import SimpleNamespace
 
 RANK_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK",
              "MASTER_ADDR", "MASTER_PORT")
@@ -47,11 +46,17 @@ def tasks_on_node(tasks_per_node: str, node_id: int) -> int | None:
     """SLURM_TASKS_PER_NODE like `4(x2),3` → tasks on node `node_id`."""
     counts: list[int] = []
     for part in tasks_per_node.split(","):
-        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
-        if not m:
+        count, _, times = part.strip().partition("(x")
+        times = times.rstrip(")") or "1"
+        if not (count.isdigit() and times.isdigit()):
             return None
-        counts += [int(m.group(1))] * int(m.group(2) or 1)
+        counts += [int(count)] * int(times)
     return counts[node_id] if 0 <= node_id < len(counts) else None
+
+
+def matches(name: str, pattern: str) -> bool:
+    """`SLURM_*`-style patterns: a trailing `*` is a prefix match, anything else is exact."""
+    return name.startswith(pattern[:-1]) if pattern.endswith("*") else name == pattern
 
 
 def rank_env(env: dict[str, str], suffix: str = "", fixed_port: int = 0,
@@ -96,35 +101,41 @@ def _resolve(name: str) -> str | None:
         return None
 
 
-def _parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m hpcai.shim")
-    p.add_argument("--kind", default="none",
-                   choices=["docker", "podman", "apptainer", "singularity", "charliecloud", "none"])
-    p.add_argument("--name", default="", help="container name template: {rank} {jobid}")
-    p.add_argument("--pass", dest="patterns", action="append", default=[])
-    p.add_argument("--suffix", default="")
-    p.add_argument("--master-addr", default="")
-    p.add_argument("--port", type=int, default=0)
-    p.add_argument("--per-gpu", action="store_true")
-    p.add_argument("--exit-dir", default="")
-    p.add_argument("--log-dir", default="")
-    p.add_argument("--cleanup", default="", metavar="LABEL",
-                   help="remove this node's containers carrying LABEL (after a failed step)")
-    p.add_argument("cmd", nargs=argparse.REMAINDER)
-    ns = p.parse_args(argv)
-    if ns.cmd[:1] == ["--"]:
-        ns.cmd = ns.cmd[1:]
+_VALUED = {"--kind": "kind", "--name": "name", "--suffix": "suffix", "--master-addr": "master_addr",
+           "--port": "port", "--exit-dir": "exit_dir", "--log-dir": "log_dir", "--cleanup": "cleanup"}
+
+
+def _parse(argv: list[str]) -> SimpleNamespace:
+    """`[--kind K] [--name T] [--pass P]… [--suffix S] [--master-addr A] [--port N] [--per-gpu]
+    [--exit-dir D] [--log-dir D] [--cleanup LABEL] -- CMD…` (written by hpcai.plan only)."""
+    ns = SimpleNamespace(kind="none", name="", patterns=[], suffix="", master_addr="", port=0,
+                         per_gpu=False, exit_dir="", log_dir="", cleanup="", cmd=[])
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        flag = argv[i]
+        if flag == "--per-gpu":
+            ns.per_gpu, i = True, i + 1
+            continue
+        if i + 1 >= len(argv) or (flag not in _VALUED and flag != "--pass"):
+            raise SystemExit(f"hpcai-shim: bad option {flag!r}")
+        if flag == "--pass":
+            ns.patterns.append(argv[i + 1])
+        else:
+            setattr(ns, _VALUED[flag], argv[i + 1])
+        i += 2
+    ns.port = int(ns.port or 0)
+    ns.cmd = argv[i + 1:]
     if not ns.cmd:
-        p.error("no command after --")
+        raise SystemExit("hpcai-shim: no command after --")
     return ns
 
 
-def build(ns: argparse.Namespace, env: dict[str, str]) -> tuple[list[str], dict[str, str], str]:
+def build(ns: SimpleNamespace, env: dict[str, str]) -> tuple[list[str], dict[str, str], str]:
     """(argv, child environment, container name) for this rank."""
     child = dict(env)
     child.update(rank_env(env, ns.suffix, ns.port, ns.per_gpu, ns.master_addr))
     names = sorted(k for k in child if k in RANK_VARS or k == "HPCAI_COPY"
-                   or any(fnmatch.fnmatchcase(k, pat) for pat in ns.patterns))
+                   or any(matches(k, pat) for pat in ns.patterns))
     argv, name = list(ns.cmd), ""
     task = _first(env, _TASK) or "0"
     if ns.kind in ("docker", "podman"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
+from types import SimpleNamespace
 
 import pytest
 
@@ -81,7 +81,7 @@ def _ns(**kw):
     base = dict(kind="docker", name="hpcai-{jobid}-r-{rank}", patterns=["SLURM_*", "SLINGSHOT_*"],
                 suffix="", port=0, per_gpu=False, master_addr="", cmd=["docker", "run", "--rm", "img", "x"])
     base.update(kw)
-    return argparse.Namespace(**base)
+    return SimpleNamespace(**base)
 
 
 def test_shim_docker_gets_name_and_forwarded_names():
@@ -106,3 +106,35 @@ def test_failed_rank_from_srun_stderr_and_exit_files():
     assert failed_ranks(lines, {}) == {1: 3}
     assert failed_ranks([], {0: 143, 1: 0, 2: 7}) == {2: 7}
     assert failed_ranks([], {0: 137, 1: 143}) == {0: 137, 1: 143}  # only killed: name them all
+
+
+def test_shim_parses_only_what_plan_writes():
+    ns = shim._parse(["--kind", "docker", "--pass", "A*", "--pass", "B", "--per-gpu", "--port", "7010",
+                      "--", "docker", "run", "--", "x"])
+    assert (ns.kind, ns.patterns, ns.per_gpu, ns.port) == ("docker", ["A*", "B"], True, 7010)
+    assert ns.cmd == ["docker", "run", "--", "x"]
+    with pytest.raises(SystemExit):
+        shim._parse(["--bogus", "1", "--", "x"])
+    assert shim.matches("SLURM_PROCID", "SLURM_*") and not shim.matches("SLURMD_X", "SLURM_*")
+
+
+def test_shim_process_exit_code_file_and_sigterm(tmp_path):
+    """The real shim as a process: rank variables in the child, exit file, SIGTERM passed on."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "SLURM_PROCID": "2", "SLURM_NTASKS": "4", "SLURM_JOB_ID": "7",
+           "SLURM_JOB_NODELIST": "nid[005-006]"}
+    base = [sys.executable, "-m", "hpcai.shim", "--kind", "charliecloud", "--exit-dir", str(tmp_path), "--"]
+    res = subprocess.run([*base, "sh", "-c", 'echo "$RANK $WORLD_SIZE $MASTER_ADDR"; exit 4'], env=env,
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 4 and res.stdout == "2 4 nid005\n"
+    assert (tmp_path / "rank-2.exit").read_text() == "4\n"
+    proc = subprocess.Popen([*base, "sh", "-c", "trap 'exit 9' TERM; sleep 30 & wait"], env=env)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 9  # the child saw the TERM and its code is kept
+    assert (tmp_path / "rank-2.exit").read_text() == "9\n"
