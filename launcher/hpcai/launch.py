@@ -81,6 +81,7 @@ class _Signals:
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self.on_signal = None  # called once, in the main thread, when the first signal arrives
         self._old: dict[int, object] = {}
 
     def __enter__(self) -> _Signals:
@@ -90,7 +91,10 @@ class _Signals:
         return self
 
     def _set(self, signum, _frame) -> None:
+        first = self.received is None
         self.received = signum
+        if first and self.on_signal:
+            self.on_signal()
 
     def __exit__(self, *exc) -> None:
         for sig, old in self._old.items():
@@ -161,18 +165,22 @@ def _run_step(plan: LaunchPlan, logs: Path, sig: _Signals) -> tuple[dict[int, in
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
-    state, sent = "completed", 0.0
-    while proc.poll() is None:
-        if sig.received and not sent:
-            state, sent = "cancelled", time.monotonic()
-            # Two SIGINTs within a second make srun pass SIGINT to every task (the shims stop
-            # their containers); a SIGTERM would make srun SIGKILL the tasks at once.
-            proc.send_signal(signal.SIGINT)
-            time.sleep(0.2)
-            proc.send_signal(signal.SIGINT)
-        elif sent and time.monotonic() - sent > 3 * GRACE_S:
-            proc.kill()
-        time.sleep(0.05)
+
+    def cancel() -> None:
+        # Two SIGINTs within a second make srun pass SIGINT to every task (the shims stop their
+        # containers); a SIGTERM would make srun SIGKILL the tasks at once.
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        timer = threading.Timer(3 * GRACE_S, proc.kill)  # srun itself stuck: end it
+        timer.daemon = True
+        timer.start()
+
+    sig.on_signal = cancel
+    if sig.received:  # arrived before the handler knew about srun
+        cancel()
+    proc.wait()  # no polling: a signal runs `cancel` from the handler, then the wait resumes
+    state = "cancelled" if sig.received else "completed"
     reader.join(timeout=5)
     codes = read_exit_files(logs)
     if state == "completed" and (proc.returncode or any(codes.values())):
