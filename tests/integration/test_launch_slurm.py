@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -179,3 +180,41 @@ def test_failing_rank_ends_the_job_and_is_named(runtime, image_for, hpcai_exe, t
         left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=hpcai.run={run_dir.name}"],
                               capture_output=True, text=True, check=True).stdout.split()
         assert left == [], f"containers left behind: {left}"
+
+
+JSC_LIKE_SITE = """
+# The test cluster seen as a JSC-style site: MASTER_ADDR is the first host plus an 'i' (the IPoIB
+# name), resolved to its address. slurm-up.sh maps nid00Xi in /etc/hosts for exactly this.
+description = "test cluster with JSC's MASTER_ADDR suffix"
+hostnames = []
+backend = "srun"
+runtime = "docker"
+mpi = ""
+gpu = "none"
+gpus_per_node = 0
+master_addr_suffix = "i"
+master_port = 7010
+"""
+
+GLOO_ADDR = "import os\n" + GLOO.replace('print("GLOO",', 'print("GLOO", os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"],')
+
+
+@pytest.mark.slurm
+@pytest.mark.docker
+def test_jsc_suffix_master_addr_reaches_torch(pytorch_cpu_image, hpcai_exe, tmp_path):
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    (sites / "jsc-test.toml").write_text(JSC_LIKE_SITE)
+    run_dir = tmp_path / tmp_path.name
+    argv = [*hpcai_exe, "launch", "--image", pytorch_cpu_image, "--site", "jsc-test", "-N", "2",
+            "--ntasks-per-node", "1", "--output-dir", str(run_dir), "--cmd", "--", "python3", "-c", GLOO_ADDR]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT, cwd=tmp_path,
+                         env={**ENV, "HPCAI_SITE_PATH": str(sites)})
+    assert res.returncode == 0, explain(res, run_dir)
+    # Every nid00Xi maps to 127.0.0.1 here; without the suffix MASTER_ADDR would be the bare name.
+    expected = socket.gethostbyname("nid001i")
+    for rank, text in enumerate(rank_logs(run_dir, 2)):
+        line = next((ln for ln in text.splitlines() if ln.startswith("GLOO ")), None)
+        # the address of <first node>i, not the bare node name, and the site's fixed port
+        assert line is not None and line.split()[1:3] == [expected, "7010"], text
+        assert line.split()[3:] == [str(rank), "2", "3"], text  # 1 + 2
