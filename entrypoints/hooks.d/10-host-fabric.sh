@@ -76,18 +76,23 @@ _hf_private_dir() {
     if [ -e "$_hf_dir" ] && { [ ! -O "$_hf_dir" ] || [ -L "$_hf_dir" ]; }; then
         _hf_dir=$(mktemp -d "$_hf_tmp/hpcai-$_hf_user-XXXXXX") || return 1
     fi
-    mkdir -p "$_hf_dir" 2>/dev/null && chmod 700 "$_hf_dir"
+    [ -d "$_hf_dir" ] || mkdir -m 700 "$_hf_dir" 2>/dev/null
 }
 
 _hf_link_host() {
     _hf_private_dir || { hpcai_fabric_problem "cannot create a private directory under ${TMPDIR:-/tmp} for the host libfabric"; return 1; }
+    # Links already right (another run of this step) are left as they are: no fork at all.
     set --
-    for _hf_f in "$_hf_lib"/*cxi* "$_hf_usr"/lib64/libcxi*; do
-        [ -e "$_hf_f" ] && set -- "$@" "$_hf_f"
-    done
     HPCAI_FABRIC_CXI=0
-    [ $# -gt 0 ] && HPCAI_FABRIC_CXI=1
-    ln -sfn "$_hf_chosen" "$_hf_dir/libfabric.so.1" || { hpcai_fabric_problem "cannot link $_hf_chosen into $_hf_dir"; return 1; }
+    for _hf_f in "$_hf_lib"/*cxi* "$_hf_usr"/lib64/libcxi*; do
+        [ -e "$_hf_f" ] || continue
+        HPCAI_FABRIC_CXI=1
+        [ "$_hf_dir/${_hf_f##*/}" -ef "$_hf_f" ] || set -- "$@" "$_hf_f"
+    done
+    if ! [ "$_hf_dir/libfabric.so.1" -ef "$_hf_chosen" ]; then
+        ln -sfn "$_hf_chosen" "$_hf_dir/libfabric.so.1" \
+            || { hpcai_fabric_problem "cannot link $_hf_chosen into $_hf_dir"; return 1; }
+    fi
     [ $# -gt 0 ] && ln -sf "$@" "$_hf_dir/"
     hpcai_path_add LD_LIBRARY_PATH "$_hf_dir" front
     for _hf_d in "$_hf_lib" "$_hf_usr/lib64" "$_hf_usr/local/lib64"; do

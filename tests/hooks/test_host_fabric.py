@@ -155,3 +155,20 @@ def test_foreign_private_dir_is_not_reused(run_entrypoint, host):
     first = run.env["LD_LIBRARY_PATH"].split(":")[0]
     assert first != str(squatter) and first.startswith(str(host / "tmp/hpcai-alice-"))
     assert os.listdir(squatter) == []
+
+
+def test_rerun_in_the_same_step_reuses_links_and_follows_a_new_choice(run_entrypoint, host):
+    lib = host / "host/lib"
+    touch(lib / "libfabric.so.1.20.1")
+    touch(host / "host/usr/lib64/libcxi.so.1")
+    env = env_for(host, SLURM_JOB_ID="8", SLURM_PROCID="0")
+    private = host / "tmp/hpcai-alice-8-0-0"
+    first = run_entrypoint(env, hooks=["host-fabric"])
+    stamp = (private / "libfabric.so.1").lstat().st_mtime_ns
+    again = run_entrypoint(env, hooks=["host-fabric"])
+    assert again.exported() == first.exported()
+    assert (private / "libfabric.so.1").lstat().st_mtime_ns == stamp  # not rewritten
+    touch(lib / "libfabric.so.1.22.0")
+    newer = run_entrypoint(env, hooks=["host-fabric"])
+    assert os.readlink(private / "libfabric.so.1") == str(lib / "libfabric.so.1.22.0")
+    assert newer.env["HPCAI_FABRIC_LIB"] == str(lib / "libfabric.so.1.22.0")

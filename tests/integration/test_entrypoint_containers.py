@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,10 +75,10 @@ def parse_probe(proc: subprocess.CompletedProcess) -> Probe:
 
 
 def _usable(tag: str) -> bool:
-    """The real image can serve when it has libfabric, fi_info and the /host/lib mount point."""
+    """The real image can serve when it has the entrypoint, libfabric and fi_info."""
     proc = sh("docker", "run", "--rm", "--entrypoint", "sh", tag, "-c",
               "ldconfig -p | grep -q 'libfabric.so.1 ' && command -v fi_info >/dev/null "
-              f"&& test -d /host/lib && test -x {ENTRY}")
+              f"&& test -x {ENTRY}")
     return proc.returncode == 0
 
 
@@ -279,80 +278,99 @@ def test_docker_check_reports_host_fabric_and_fails_on_unusable_one(image, host_
 # --- Charliecloud ---------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def ch_mount(tmp_path_factory):
-    """ch_mount(docker_tag) -> a directory with the image's SquashFS mounted (squashfuse).
+def ch_squashfs():
+    """ch_squashfs(docker_tag) -> the image as a Charliecloud SquashFS file for ch-run.
 
-    The SquashFS comes from tests/infra/ch-image.sh (ch-convert, cached by image id). This
-    Debian ch-run lacks built-in SquashFS support, so the file is mounted with squashfuse and
-    ch-run runs the mounted tree, as sites without the feature do.
+    Made by tests/infra/ch-image.sh (ch-convert; cached by image id in HPCAI_CH_CACHE, the
+    same cache the Slurm launch tests use, so the pytorch-cpu image is converted once).
     """
-    mounted: list[Path] = []
-    cache = Path(os.environ.get("HPCAI_CH_CACHE", Path(tempfile.gettempdir()) / "hpcai-ch-cache"))
+    cache = Path(os.environ.get("HPCAI_CH_CACHE", "/var/tmp/hpcai-ch"))
     env = {**os.environ, "USER": os.environ.get("USER") or "root"}
 
-    def mount(tag: str) -> Path:
+    def convert(tag: str) -> Path:
         proc = sh("bash", str(REPO / "tests/infra/ch-image.sh"), tag, str(cache), env=env, timeout=1200)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        point = tmp_path_factory.mktemp("chroot")
-        proc = sh("squashfuse", proc.stdout.strip().splitlines()[-1], str(point))
-        assert proc.returncode == 0, proc.stderr
-        mounted.append(point)
-        return point
+        return Path(proc.stdout.strip().splitlines()[-1])
 
-    yield mount
-    for point in mounted:
-        for cmd in (["fusermount3", "-u"], ["fusermount", "-u"], ["umount"]):
-            if shutil.which(cmd[0]) and sh(*cmd, str(point)).returncode == 0:
-                break
+    return convert
 
 
-def ch_probe(root: Path, *, binds: dict[Path, str] = {}, env: dict[str, str] = {}) -> Probe:
+@pytest.fixture(scope="module")
+def ch_dir(tmp_path_factory):
+    """ch_dir(docker_tag) -> the image as a Charliecloud directory image (ch-convert tar -> dir).
+
+    Used for the -ss variant: packing a second SquashFS would cost minutes of CI for a layer
+    of one file; a directory image is what `ch-convert -o dir` gives sites, and ch-run runs it
+    the same way.
+    """
+    env = {**os.environ, "USER": os.environ.get("USER") or "root"}
+
+    def convert(tag: str) -> Path:
+        work = tmp_path_factory.mktemp("chdir")
+        cid = sh("docker", "create", tag).stdout.strip()
+        try:
+            with open(work / "image.tar", "wb") as tar:
+                assert subprocess.run(["docker", "export", cid], stdout=tar, check=False).returncode == 0
+        finally:
+            sh("docker", "rm", "-f", cid)
+        proc = sh("ch-convert", "-i", "tar", "-o", "dir", str(work / "image.tar"), str(work / "root"), env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        (work / "image.tar").unlink()
+        return work / "root"
+
+    return convert
+
+
+def ch_probe(root: Path, tmpdir: Path, *, binds: dict[Path, str] = {},
+             env: dict[str, str] = {}) -> Probe:
     argv = ["ch-run"]
     for src, dst in binds.items():
         argv += ["-b", f"{src}:{dst}"]
     argv += [str(root), "--", ENTRY, "sh", "-c", PROBE]
     # ch-run passes the caller's environment through, as under srun; keep it small and known.
+    # ch-run shares the host's /tmp, so a TMPDIR under the test's tmp_path works inside too
+    # and keeps private dirs out of the machine's /tmp.
     base = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "USER": "hpcaitest", "HOME": "/nonexistent", "TMPDIR": "/tmp"}
+            "USER": "hpcaitest", "HOME": "/nonexistent", "TMPDIR": str(tmpdir)}
     return parse_probe(sh(*argv, env={**base, **env}, timeout=120))
 
 
 @pytest.mark.charliecloud
 def test_charliecloud_own_host_and_ss_copies_are_mapped(image, ss_image, own_libfabric, host_lib,
-                                                        ch_mount, tmp_path):
-    root = ch_mount(image)
+                                                        ch_squashfs, ch_dir, tmp_path):
+    root = ch_squashfs(image)
     empty = tmp_path / "empty"
     empty.mkdir()
-    own = ch_probe(root, binds={empty: "/host/lib"})
+    own = ch_probe(root, tmp_path, binds={empty: "/host/lib"})
     assert (own.rc, own.maps, own.fi_info_ok) == (0, [own_libfabric], True), own.stderr
-    job = str(uuid.uuid4().int % 10**6)
-    host = ch_probe(root, binds={host_lib: "/host/lib"},
+    job = "4711"
+    host = ch_probe(root, tmp_path, binds={host_lib: "/host/lib"},
                     env={"SLURM_JOB_ID": job, "SLURM_PROCID": "0", "RANK": "5"})
     name = next(p.name for p in host_lib.iterdir() if not p.is_symlink())
     assert (host.rc, host.maps, host.fi_info_ok) == (0, [f"/host/lib/{name}"], True), host.stderr
     assert host.env["RANK"] == "5"  # the user's value survives
-    # ch-run shares the host's /tmp: the private dir is per job, step and rank
-    private = Path(f"/tmp/hpcai-hpcaitest-{job}-0-0")
+    # the private dir is per job, step and rank
+    private = tmp_path / f"hpcai-hpcaitest-{job}-0-0"
     assert host.env["LD_LIBRARY_PATH"].split(":")[0] == str(private)
-    assert os.path.realpath(private / "libfabric.so.1") == str(host_lib / name)
-    shutil.rmtree(private)
-    ss = ch_probe(ch_mount(ss_image))
+    assert os.readlink(private / "libfabric.so.1") == f"/host/lib/{name}"
+    ss = ch_probe(ch_dir(ss_image), tmp_path)
     assert ss.rc == 0 and ss.maps[0].startswith("/opt/hpcai/hpc-libs/"), ss.stderr
 
 
 @pytest.mark.charliecloud
-def test_charliecloud_bad_host_dir_never_breaks_the_launch(image, own_libfabric, host_lib, ch_mount, tmp_path):
-    root = ch_mount(image)
+def test_charliecloud_bad_host_dir_never_breaks_the_launch(image, own_libfabric, host_lib, ch_squashfs,
+                                                           tmp_path):
+    root = ch_squashfs(image)
     name = next(p.name for p in host_lib.iterdir() if not p.is_symlink())
     lib = lib_copy(host_lib, tmp_path / "two", {
         name: None, "libfabric.so.1.9.9": None, "libfabric.so.1.99.0": "/nonexistent/x"})
-    probe = ch_probe(root, binds={lib: "/host/lib"})
+    probe = ch_probe(root, tmp_path, binds={lib: "/host/lib"})
     assert (probe.rc, probe.maps) == (0, [f"/host/lib/{name}"])
     assert len(probe.warnings) == 2
     junk = tmp_path / "junk"
     junk.mkdir(mode=0o755)
     (junk / "README").write_text("no libfabric here\n")
-    fallback = ch_probe(root, binds={junk: "/host/lib"})
+    fallback = ch_probe(root, tmp_path, binds={junk: "/host/lib"})
     assert (fallback.rc, fallback.maps) == (0, [own_libfabric])
-    strict = ch_probe(root, binds={junk: "/host/lib"}, env={"HPCAI_STRICT_FABRIC": "1"})
+    strict = ch_probe(root, tmp_path, binds={junk: "/host/lib"}, env={"HPCAI_STRICT_FABRIC": "1"})
     assert strict.rc == 78 and "no usable libfabric.so.1 in /host/lib" in strict.stderr
