@@ -263,7 +263,9 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         payload=() if opts.cmd else (label, *command[2:]),
         binds=tuple(binds), env=tuple(container_env.items()), secret_names=tuple(secret_env),
         gpu=site.gpu, containall=site.containall, cleanenv=site.cleanenv, apptainer_command=site.apptainer_command,
-        labels=(("hpcai.run", run_dir.name),) if runtime_name in ("docker", "podman") else ())
+        labels=(("hpcai.run", run_dir.name),) if runtime_name in ("docker", "podman") else (),
+        # ch-convert always writes /ch/environment; a hand-made image folder may lack it.
+        image_env=not Path(opts.image).is_dir() or (Path(opts.image) / "ch" / "environment").is_file())
     plan = LaunchPlan(site=site.name, site_source=site.source, backend=backend, runtime=runtime_name,
                       image=opts.image, payload=label, payload_vars=payload_vars, command=command,
                       geometry=geom, binds=binds, container_env=container_env, argv=[],

@@ -99,9 +99,22 @@ def test_outside_allocation_passes_partition_account_time(tmp_path):
         "srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
         "--partition=gpu", "--account=proj1", "--time=00:10:00",
         f"--output={run}/logs/rank-%t.out", f"--error={run}/logs/rank-%t.err",
-        "ch-run", str(tmp_path / "img.sqfs"), "--",
+        "ch-run", "--set-env", str(tmp_path / "img.sqfs"), "--",
         "/opt/hpcai/bin/hpcai-entrypoint", "/opt/hpcai/bin/hpcai-bench", "nccl-tests"]
     assert plan.job_id is None and plan.master_port is None
+
+
+def test_charliecloud_image_folder_without_environment_file(tmp_path):
+    (tmp_path / "img").mkdir()
+    plan = plan_launch(opts(tmp_path, site="generic-slurm", runtime="charliecloud", image=str(tmp_path / "img")),
+                       host=FakeHost(), check=False)
+    assert "--set-env" not in plan.argv
+    (tmp_path / "img" / "ch").mkdir()
+    (tmp_path / "img" / "ch" / "environment").write_text("PATH=/opt/venv/bin:/usr/bin\n")
+    plan = plan_launch(LaunchOptions(image=str(tmp_path / "img"), payload="sanity", site="generic-slurm",
+                                     runtime="charliecloud", output_dir=str(tmp_path / "r2")),
+                       host=FakeHost(), check=False)
+    assert "--set-env" in plan.argv
 
 
 def test_charliecloud_with_entrypoint_needs_no_shim(tmp_path):
@@ -110,7 +123,7 @@ def test_charliecloud_with_entrypoint_needs_no_shim(tmp_path):
                        host=CRAY, check=False)
     assert "hpcai.shim" not in plan.argv
     i = plan.argv.index("ch-run")
-    assert plan.argv[i:i + 4] == ["ch-run", "--env-no-expand", "--set-env=MASTER_ADDR=nid001234",
+    assert plan.argv[i:i + 5] == ["ch-run", "--set-env", "--env-no-expand", "--set-env=MASTER_ADDR=nid001234",
                                   f"--set-env=MASTER_PORT={4242 % 4536 + 61000}"]
     jsc = plan_launch(opts(tmp_path, site="jsc-ib", runtime="charliecloud"), host=FakeHost(), check=False)
     assert "--set-env=HPCAI_MASTER_ADDR_SUFFIX=i" in jsc.argv and "--set-env=MASTER_PORT=7010" in jsc.argv

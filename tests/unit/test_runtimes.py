@@ -40,9 +40,14 @@ def test_run_mode_falls_back_to_exec_for_raw_commands():
 
 def test_charliecloud():
     assert get_runtime("charliecloud").argv(spec(entrypoint="")) == [
-        "ch-run", "-b", "/a", "-b", "/opt/cray/lf:/host/lib", "--env-no-expand",
+        "ch-run", "-b", "/a", "-b", "/opt/cray/lf:/host/lib", "--set-env", "--env-no-expand",
         "--set-env=NCCL_SOCKET_IFNAME=hsn0,hsn1", "--set-env=Q=$(id)", "/img dir/x.sif", "--",
         "/opt/hpcai/bin/hpcai-bench", "osu", "size=1M"]
+
+
+def test_charliecloud_image_env_only_when_the_image_has_one():
+    argv = get_runtime("charliecloud").argv(spec(env=(), binds=(), image_env=False))
+    assert argv[:3] == ["ch-run", "/img dir/x.sif", "--"]
 
 
 def test_docker_and_podman():

@@ -38,6 +38,7 @@ class ContainerSpec:
     containall: bool = True
     cleanenv: bool = True
     apptainer_command: str = "exec"
+    image_env: bool = True  # charliecloud: apply the image's /ch/environment (bare --set-env)
     extra: tuple[str, ...] = field(default=())
 
 

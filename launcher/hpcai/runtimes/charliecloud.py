@@ -1,7 +1,9 @@
 """Charliecloud: `ch-run -b SRC:DST --set-env=K=V IMG -- ENTRY CMD…` (SquashFS file or directory).
 
 ch-run keeps the host environment by default, so SLURM_* and the rank variables reach the
-container without a list; `--env-no-expand` keeps `$` in values literal. GPUs need the image
+container without a list. A bare `--set-env` first applies the image's own ENV (`/ch/environment`,
+written by ch-convert: PATH to the venv, …), which ch-run otherwise ignores; hpcai's variables
+follow and win. `--env-no-expand` keeps `$` in values literal. GPUs need the image
 prepared with `ch-fromhost --nvidia` beforehand (not done here).
 """
 
@@ -16,10 +18,12 @@ class CharliecloudRuntime:
     image_is_file = True
 
     def argv(self, spec: ContainerSpec) -> list[str]:
-        # Format: ch-run -b /usr:/host/usr --env-no-expand --set-env=K=V IMG -- ENTRY CMD…
+        # Format: ch-run -b /usr:/host/usr --set-env --env-no-expand --set-env=K=V IMG -- ENTRY CMD…
         argv = [self.binary]
         for src, dst in spec.binds:
             argv += ["-b", src if src == dst else f"{src}:{dst}"]
+        if spec.image_env:
+            argv.append("--set-env")
         if spec.env:
             argv.append("--env-no-expand")
             argv += [f"--set-env={k}={v}" for k, v in spec.env]
