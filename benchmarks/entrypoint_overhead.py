@@ -10,7 +10,11 @@ Two measurements, median of N runs each, interleaved so drift hits both sides al
 2. docker run: `docker run --rm IMG true` against `docker run --rm --entrypoint '' IMG true`.
    Dominated by container start-up (hundreds of ms), so its ratio is close to 1 and noisy.
 
+3. --local: part 1 on this machine without any container, with the repository's
+   entrypoints/ (a quick check where Docker is absent or busy).
+
 Usage: benchmarks/entrypoint_overhead.py --image TAG [--runs 20] [--host-lib DIR]
+       benchmarks/entrypoint_overhead.py --local [--runs 20] [--host-lib DIR]
        (TAG defaults to $HPCAI_PYTORCH_CPU_IMAGE; the image needs python3 for part 1.)
 Exit status 1 when the in-container difference is above --limit-ms (default 10).
 """
@@ -23,7 +27,9 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 ENTRY = "/opt/hpcai/bin/hpcai-entrypoint"
 SLURM_ENV = {
@@ -71,6 +77,20 @@ def in_container(image: str, runs: int, host_lib: str | None) -> float:
     return report(label, times["with"], times["without"])
 
 
+def local(runs: int, host_lib: str | None) -> float:
+    entry = Path(__file__).resolve().parents[1] / "entrypoints" / "hpcai-entrypoint"
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, **SLURM_ENV, "TMPDIR": tmp,
+               "HPCAI_HOST_LIB": os.path.abspath(host_lib) if host_lib else f"{tmp}/absent"}
+        proc = subprocess.run([sys.executable, "-c", IN_CONTAINER, str(runs), str(entry)],
+                              env=env, capture_output=True, text=True, check=False, timeout=600)
+    if proc.returncode != 0:
+        sys.exit(f"local timing failed: {proc.stderr.strip()[-2000:]}")
+    times = json.loads(proc.stdout.strip().splitlines()[-1])
+    label = "local, no container" + (" (host libfabric)" if host_lib else "")
+    return report(label, times["with"], times["without"])
+
+
 def docker_run(image: str, runs: int) -> float:
     def once(*extra: str) -> float:
         t = time.perf_counter()
@@ -95,7 +115,16 @@ def main() -> None:
     parser.add_argument("--limit-ms", type=float, default=10.0, help="target (default 10 ms)")
     parser.add_argument("--skip-docker-run", action="store_true",
                         help="only the in-container measurement")
+    parser.add_argument("--local", action="store_true",
+                        help="time the repository's entrypoint on this machine, no container")
     args = parser.parse_args()
+    if args.local:
+        diff = local(args.runs, None)
+        if args.host_lib:
+            diff = max(diff, local(args.runs, args.host_lib))
+        verdict = "OK" if diff * 1e3 <= args.limit_ms else "ABOVE TARGET"
+        print(f"target: entrypoint adds <= {args.limit_ms:g} ms: {verdict}")
+        sys.exit(0 if verdict == "OK" else 1)
     if not args.image:
         parser.error("--image is required (or set HPCAI_PYTORCH_CPU_IMAGE)")
     diff = in_container(args.image, args.runs, None)
