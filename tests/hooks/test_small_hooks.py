@@ -133,3 +133,15 @@ def test_check_fails_when_a_mounted_host_fabric_is_unusable(run_entrypoint, work
                          args=["--check"])
     assert run.rc == 1
     assert run.stdout.splitlines()[-1] == f"FAIL: no usable libfabric.so.1 in {host_lib}; using the image's libfabric"
+
+
+def test_diagnose_marks_extended_paths(run_entrypoint, workdir):
+    host_lib = workdir / "hostlib"
+    host_lib.mkdir()
+    (host_lib / "libfabric.so.1.20.1").write_bytes(b"\x7fELF")
+    env = {"HPCAI_HOST_LIB": str(host_lib), "TMPDIR": str(workdir), "HPCAI_DEBUG": "1",
+           "LD_LIBRARY_PATH": "/user"}
+    run = run_entrypoint(env, hooks=["host-fabric", "diagnose"])
+    line = next(x for x in run.stderr.splitlines() if "LD_LIBRARY_PATH=" in x)
+    assert line.endswith(f":/user:{host_lib}  [host-fabric (extended)]")
+    assert f"hpcai-entrypoint: libfabric: {host_lib}/libfabric.so.1.20.1 (source: host)" in run.stderr
