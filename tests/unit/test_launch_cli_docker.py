@@ -95,3 +95,15 @@ def test_missing_image_fails_before_anything_starts(hpcai_exe, tmp_path):
     assert res.returncode == 2
     assert "error: unknown docker image 'hpcai-no-such-image:0'; valid: " in res.stderr
     assert IMAGE in res.stderr and not (tmp_path / "r").exists()
+
+
+def test_per_gpu_copies_are_worlds_of_one(hpcai_exe, tmp_path):
+    """--per-gpu without GPUs here: the copies' variables are what matters (no --gpus flag)."""
+    run = tmp_path / "pergpu"
+    res = launch(hpcai_exe, run, "--gpus-per-node", "2", "--per-gpu", "--cmd", "--",
+                 "sh", "-c", 'echo "$RANK $WORLD_SIZE $HPCAI_COPY $MASTER_PORT"')
+    assert res.returncode == 0, res.stderr
+    copies = [(run / "logs" / f"rank-{r}.out").read_text().split() for r in range(2)]
+    assert [c[:3] for c in copies] == [["0", "1", "0"], ["0", "1", "1"]]
+    assert int(copies[1][3]) == int(copies[0][3]) + 1  # own rendezvous port per copy
+    assert json.loads((run / "plan.json").read_text())["per_gpu"] is True
