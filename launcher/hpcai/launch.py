@@ -206,6 +206,24 @@ def _cleanup_containers(plan: LaunchPlan, logs: Path) -> None:
     cleanup(plan.runtime, label)
 
 
+def _follow(path: Path, done: threading.Event) -> None:
+    """Copy a growing log file to stdout until `done`, then drain what is left."""
+    while not path.exists() and not done.wait(0.1):
+        pass
+    if not path.exists():
+        return
+    with path.open("rb") as fh:
+        while True:
+            chunk = fh.read(65536)
+            if chunk:
+                sys.stdout.write(chunk.decode(errors="replace"))
+                sys.stdout.flush()
+            elif done.is_set():
+                return
+            else:
+                time.sleep(0.1)
+
+
 def _digest(plan: LaunchPlan) -> str | None:
     """docker/podman: the image Id; a SIF or SquashFS file: its sha256 (read in 1 MiB blocks)."""
     path = Path(plan.image)
@@ -248,12 +266,19 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
         sys.stderr.write(f"warning: {w}\n")
     srun_lines: list[str] = []
     rc = 0
+    done = threading.Event()
+    follower = threading.Thread(target=_follow, args=(logs / "rank-0.out", done), daemon=True)
+    if echo:  # rank 0's output, live, on stdout (every rank's is in logs/)
+        follower.start()
     with _Signals() as sig:
         if plan.backend == "local":
             codes, state = _run_local(plan, logs, sig)
         else:
             codes, state, srun_lines, rc = _run_step(plan, logs, sig)
     wall = round(time.time() - started, 3)
+    done.set()
+    if echo:
+        follower.join(timeout=10)
     failed = failed_ranks(srun_lines, codes) if state == "failed" else {}
     exit_code = 0 if state == "completed" else (130 if state == "cancelled" else
                                                  next((c for c in failed.values() if c), rc or 1))
@@ -273,11 +298,6 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
         finalize = None
     if finalize is not None:
         finalize(run_dir)
-    if echo:
-        rank0 = logs / "rank-0.out"
-        if rank0.is_file():
-            sys.stdout.write(rank0.read_text(errors="replace"))
-            sys.stdout.flush()
     sys.stderr.write(f"run record: {run_dir}\n")
     if check and state != "completed":
         raise LaunchFailed(status.message, run_dir, 130 if state == "cancelled" else 1)
