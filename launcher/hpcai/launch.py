@@ -212,11 +212,14 @@ def _follow(path: Path, done: threading.Event) -> None:
         pass
     if not path.exists():
         return
+    import codecs
+
+    decode = codecs.getincrementaldecoder("utf-8")(errors="replace").decode  # chunks split chars
     with path.open("rb") as fh:
         while True:
             chunk = fh.read(65536)
             if chunk:
-                sys.stdout.write(chunk.decode(errors="replace"))
+                sys.stdout.write(decode(chunk))
                 sys.stdout.flush()
             elif done.is_set():
                 return
