@@ -6,10 +6,11 @@ entrypoint before `true`; what differs is hpcai itself: planning, the per-rank s
 Runs alternate (hpcai, hand, hpcai, hand, …) so machine load drifts affect both alike; the ratio
 of the medians is printed. Exit status 1 when the ratio exceeds the target.
 
-    python benchmarks/launch_overhead.py --image IMAGE [--runtime docker|charliecloud] [--runs 5]
+    python benchmarks/launch_overhead.py [--image IMAGE] [--runtime docker|charliecloud] [--runs 5]
 
-IMAGE is a docker tag for docker, a SquashFS file for charliecloud (tests/infra/ch-image.sh makes
-one from a docker image). Needs the cluster from tests/infra/slurm-up.sh.
+IMAGE: a docker tag, or for charliecloud a SquashFS file (a docker tag is converted with
+tests/infra/ch-image.sh). Default: $HPCAI_PYTORCH_CPU_IMAGE, else the newest local
+hpcai/pytorch-cpu-hpc image. Needs the cluster from tests/infra/slurm-up.sh.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import time
 from pathlib import Path
 
 ENTRYPOINT = "/opt/hpcai/bin/hpcai-entrypoint"
+REPO = Path(__file__).resolve().parents[1]
 NODES, PER_NODE = 4, 2
 
 
@@ -44,6 +46,27 @@ def hand_line(runtime: str, image: str, entrypoint: bool) -> list[str]:
     return srun + ["ch-run", image, "--"] + ([ENTRYPOINT] if entrypoint else []) + ["true"]
 
 
+def default_image() -> str | None:
+    if os.environ.get("HPCAI_PYTORCH_CPU_IMAGE"):
+        return os.environ["HPCAI_PYTORCH_CPU_IMAGE"]
+    res = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}",
+                          "hpcai/pytorch-cpu-hpc"], capture_output=True, text=True, check=False)
+    tags = res.stdout.split()
+    return tags[0] if tags else None  # docker lists the newest first
+
+
+def squashfs(image: str, env: dict[str, str]) -> str:
+    """A SquashFS for ch-run: the file itself, or the docker image converted (cached by id)."""
+    if Path(image).is_file():
+        return image
+    cache = os.environ.get("HPCAI_CH_CACHE", "/var/tmp/hpcai-ch")
+    res = subprocess.run(["bash", str(REPO / "tests" / "infra" / "ch-image.sh"), image, cache],
+                         capture_output=True, text=True, env=env, check=False)
+    if res.returncode != 0:
+        raise SystemExit(f"cannot convert {image} for ch-run:\n{res.stderr[-2000:]}")
+    return res.stdout.strip()
+
+
 def timed(argv: list[str], env: dict[str, str], cwd: str) -> float:
     start = time.perf_counter()
     res = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, check=False)
@@ -55,7 +78,7 @@ def timed(argv: list[str], env: dict[str, str], cwd: str) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--image", required=True)
+    ap.add_argument("--image", default=None)
     ap.add_argument("--runtime", default="docker", choices=["docker", "charliecloud"])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--target", type=float, default=1.10)
@@ -63,6 +86,12 @@ def main() -> int:
     args = ap.parse_args()
 
     env = {**os.environ, "USER": os.environ.get("USER") or "root"}  # ch-run needs USER
+    args.image = args.image or default_image()
+    if not args.image:
+        print("launch_overhead: no image (give --image or build pytorch-cpu); skipped")
+        return 0
+    if args.runtime == "charliecloud":
+        args.image = squashfs(args.image, env)
     workdir = tempfile.mkdtemp(prefix="hpcai-overhead-")
     hand = hand_line(args.runtime, args.image, not args.no_entrypoint)
     try:
