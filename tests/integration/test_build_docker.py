@@ -169,3 +169,10 @@ def test_failed_step_names_the_step_and_shows_the_log_tail(pytorch_cpu_image, pa
     assert re.match(r"^error: build failed at step \d+/\d+ \(payload fail-probe \(build\)\); full log: .+\.log$", last)
     assert "fail-probe: something went wrong here" in res.stderr  # the log tail
     assert "Traceback" not in res.stderr
+
+
+def test_tensorflow_cpu_image(tensorflow_cpu_image):
+    res = docker_run(tensorflow_cpu_image, "python", "-c", "import tensorflow as tf; print('tf', tf.__version__)")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert re.search(r"^tf 2\.\d+", res.stdout, re.M)
+    assert docker_run(tensorflow_cpu_image, "fi_info", "--version").returncode == 0
