@@ -53,16 +53,28 @@ def _ranges(text: str) -> list[int]:
 
 
 def failed_ranks(srun_stderr: list[str], exit_codes: dict[int, int]) -> dict[int, int]:
-    """{rank: exit code} of ranks that failed by themselves (not the ones killed after them)."""
-    reported: dict[int, int] = dict(exit_codes)
+    """{rank: exit code} of ranks that failed by themselves (not the ones killed after them).
+
+    srun reports the failing task, then `_step_signal: Terminating StepId=…` when
+    --kill-on-bad-exit ends the step; tasks reported after that were ended by Slurm, whatever
+    their code (ch-run exits 1 when its child is killed). Exit codes 130/137/143 from the rank
+    shim's files mean the same.
+    """
+    before: dict[int, int] = {}
+    after: dict[int, int] = {}
+    seen_kill = False
     for line in srun_stderr:
+        seen_kill = seen_kill or "Terminating StepId" in line or "forcing job termination" in line
         m = _SRUN_TASK.search(line)
         if m and "Exited with exit code" in m.group(3):
             code = int(m.group(3).rsplit(" ", 1)[-1])
-            reported.update({r: code for r in _ranges(m.group(2)) if reported.get(r) in (None, 0)})
-    failed = {r: c for r, c in reported.items() if c and c not in KILLED}
-    if not failed:  # only killed ranks (e.g. cancelled from outside): name them all
-        failed = {r: c for r, c in reported.items() if c}
+            (after if seen_kill else before).update({r: code for r in _ranges(m.group(2)) if code})
+    failed = {r: c for r, c in before.items() if c not in KILLED}
+    if not failed:
+        reported = {**after, **exit_codes}
+        failed = {r: c for r, c in reported.items() if c and c not in KILLED}
+        if not failed:  # only killed ranks (e.g. cancelled from outside): name them all
+            failed = {r: c for r, c in reported.items() if c}
     return dict(sorted(failed.items()))
 
 

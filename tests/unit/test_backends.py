@@ -138,3 +138,12 @@ def test_shim_process_exit_code_file_and_sigterm(tmp_path):
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 9  # the child saw the TERM and its code is kept
     assert (tmp_path / "rank-2.exit").read_text() == "9\n"
+
+
+def test_ranks_reported_after_the_step_was_terminated_are_not_failures():
+    lines = ["srun: error: nid001: task 1: Exited with exit code 3\n",
+             "srun: launch/slurm: _step_signal: Terminating StepId=323.0\n",
+             "srun: error: nid002: task 3: Exited with exit code 1\n",  # ch-run, child killed
+             "srun: error: nid001: task 0: Terminated\n"]
+    assert failed_ranks(lines, {}) == {1: 3}
+    assert failed_ranks(lines[1:], {}) == {3: 1}  # nothing before: report what there is
