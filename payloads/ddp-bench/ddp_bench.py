@@ -131,7 +131,8 @@ def main():
     if device.type == "cuda":
         torch.cuda.set_device(device)
     hosts = [None] * world
-    dist.all_gather_object(hosts, socket.gethostname())
+    # SLURMD_NODENAME first: nodes may share a host name (containers, the Slurm test cluster)
+    dist.all_gather_object(hosts, os.environ.get("SLURMD_NODENAME") or socket.gethostname())
     nodes = sorted(set(hosts), key=hosts.index)
     per_node = world // len(nodes)
     name, model = make_model(args.model, args.image_size)

@@ -53,6 +53,15 @@ class SyntheticTokens(torch.utils.data.Dataset):
         return {"input_ids": ids, "labels": ids.clone(), "attention_mask": torch.ones_like(ids)}
 
 
+def step_logger(transformers):
+    """A callback printing `hf-clm: step N loss X` lines on the main process."""
+    class StepLog(transformers.TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if state.is_world_process_zero and logs and "loss" in logs:
+                print("hf-clm: step %d loss %.4f" % (state.global_step, float(logs["loss"])), flush=True)
+    return StepLog()
+
+
 def wikitext(name, seq_len, hub_id):
     """The real WikiText-2 train split, tokenized and grouped into blocks like run_clm.py."""
     import datasets
@@ -122,9 +131,16 @@ def main():
         seed=0, ddp_backend=("nccl" if gpu else "gloo") if world > 1 else None,
     )
     trainer = transformers.Trainer(model=model, args=targs, train_dataset=train)
+    # Transformers 5 prints its log dicts with values formatted as strings, which log parsers
+    # cannot read as numbers: print step losses and the final dict ourselves, as numbers.
+    trainer.remove_callback(transformers.trainer_callback.PrinterCallback)
+    trainer.remove_callback(transformers.trainer_callback.ProgressCallback)
+    trainer.add_callback(step_logger(transformers))
     result = trainer.train()
     metrics = dict(result.metrics)
     metrics["train_samples"] = len(train)
+    if trainer.is_world_process_zero():
+        print({k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}, flush=True)
     trainer.log_metrics("train", metrics)
     trainer.save_metrics("train", metrics)
     if trainer.is_world_process_zero():

@@ -90,9 +90,9 @@ def main():
           % (rank, local, world, socket.gethostname(), os.environ.get("SLURMD_NODENAME", "-"),
              os.environ.get("MASTER_ADDR", "-"), os.environ.get("MASTER_PORT", "-")), flush=True)
     print("hpcai-sanity: rank=%d gpu=%s" % (rank, gpu()))
-    print("hpcai-sanity: rank=%d libfabric=%s version=%s provider=%s"
+    print("hpcai-sanity: rank=%d libfabric=%s fabric_version=%s provider=%s"
           % (rank, fabric, fabric_version or "-", os.environ.get("FI_PROVIDER", "auto")))
-    print("hpcai-sanity: rank=%d mpi=%s version=%s" % (rank, mpi, mpi_version or "-"), flush=True)
+    print("hpcai-sanity: rank=%d mpi=%s mpi_version=%s" % (rank, mpi, mpi_version or "-"), flush=True)
 
 
 if __name__ == "__main__":
