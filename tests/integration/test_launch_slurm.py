@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -209,3 +210,41 @@ def test_jsc_suffix_master_addr_reaches_torch(pytorch_cpu_image, hpcai_exe, tmp_
         # the address of <first node>i, not the bare node name, and the site's fixed port
         assert line is not None and line.split()[1:3] == [expected, "7010"], text
         assert line.split()[3:] == [str(rank), "2", "3"], text  # 1 + 2
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_sigterm_stops_every_rank_and_leaves_nothing_behind(runtime, image_for, hpcai_exe, tmp_path):
+    run_dir = tmp_path / tmp_path.name
+    marks = tmp_path / "started"
+    marks.mkdir()
+    nap = f"300.{os.getpid()}{len(runtime)}"  # a unique `sleep` argument to look for afterwards
+    # Each rank leaves a mark (ch-run shares the host /tmp; docker gets it bound), then sleeps.
+    script = f'touch {marks}/rank-$RANK && exec sleep {nap}'
+    argv = [*hpcai_exe, "launch", "--image", image_for(runtime), "--runtime", runtime,
+            "--site", "generic-slurm", "-N", "2", "--ntasks-per-node", "2", "--output-dir", str(run_dir),
+            *(["--bind", str(marks)] if runtime == "docker" else []), "--cmd", "--", "sh", "-c", script]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 90
+        while len(list(marks.iterdir())) < 4 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(list(marks.iterdir())) == 4, f"ranks did not start: {sorted(marks.iterdir())}"
+        start = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        elapsed = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0, err
+    assert elapsed < 30, f"{elapsed:.1f} s from SIGTERM to exit"
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "cancelled", status
+    time.sleep(1)  # Slurm reaps the step's processes asynchronously
+    left = subprocess.run(["pgrep", "-f", f"sleep {nap}"], capture_output=True, text=True).stdout.split()
+    assert left == [], f"rank processes left behind: {left}"
+    if runtime == "docker":
+        left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=hpcai.run={run_dir.name}"],
+                              capture_output=True, text=True, check=True).stdout.split()
+        assert left == [], f"containers left behind: {left}"
