@@ -19,6 +19,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,6 +92,8 @@ def image(request) -> str:
         tag = None
     if tag and _usable(tag):
         return tag
+    if tag:
+        warnings.warn(f"{tag} lacks the entrypoint, libfabric or fi_info; using the stand-in image")
     with tempfile.TemporaryDirectory() as ctx:
         shutil.copy(REPO / "entrypoints/hpcai-entrypoint", Path(ctx) / "hpcai-entrypoint")
         shutil.copytree(REPO / "entrypoints/hooks.d", Path(ctx) / "hooks.d")
@@ -304,9 +308,11 @@ def ch_dir(tmp_path_factory):
     the same way.
     """
     env = {**os.environ, "USER": os.environ.get("USER") or "root"}
+    made: list[Path] = []
 
     def convert(tag: str) -> Path:
         work = tmp_path_factory.mktemp("chdir")
+        made.append(work)
         cid = sh("docker", "create", tag).stdout.strip()
         try:
             with open(work / "image.tar", "wb") as tar:
@@ -318,59 +324,67 @@ def ch_dir(tmp_path_factory):
         (work / "image.tar").unlink()
         return work / "root"
 
-    return convert
+    yield convert
+    for work in made:  # a full image tree: do not leave it to pytest's basetemp rotation
+        shutil.rmtree(work, ignore_errors=True)
 
 
-def ch_probe(root: Path, tmpdir: Path, *, binds: dict[Path, str] = {},
+@pytest.fixture
+def ch_job():
+    """A Slurm job id for ch-run probes. ch-run resets TMPDIR to /tmp, which it shares with the
+    host, so the entrypoint's private dirs land in the host's /tmp: they are removed here."""
+    job = str(os.getpid() * 100 + int(time.time()) % 100)
+    yield job
+    for path in Path("/tmp").glob(f"hpcai-hpcaitest-{job}-*"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def ch_probe(root: Path, job: str, *, binds: dict[Path, str] = {},
              env: dict[str, str] = {}) -> Probe:
     argv = ["ch-run"]
     for src, dst in binds.items():
         argv += ["-b", f"{src}:{dst}"]
     argv += [str(root), "--", ENTRY, "sh", "-c", PROBE]
     # ch-run passes the caller's environment through, as under srun; keep it small and known.
-    # ch-run shares the host's /tmp, so a TMPDIR under the test's tmp_path works inside too
-    # and keeps private dirs out of the machine's /tmp.
     base = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "USER": "hpcaitest", "HOME": "/nonexistent", "TMPDIR": str(tmpdir)}
+            "USER": "hpcaitest", "HOME": "/nonexistent", "SLURM_JOB_ID": job, "SLURM_PROCID": "0"}
     return parse_probe(sh(*argv, env={**base, **env}, timeout=120))
 
 
 @pytest.mark.charliecloud
 def test_charliecloud_own_host_and_ss_copies_are_mapped(image, ss_image, own_libfabric, host_lib,
-                                                        ch_squashfs, ch_dir, tmp_path):
+                                                        ch_squashfs, ch_dir, ch_job, tmp_path):
     root = ch_squashfs(image)
     empty = tmp_path / "empty"
     empty.mkdir()
-    own = ch_probe(root, tmp_path, binds={empty: "/host/lib"})
+    own = ch_probe(root, ch_job, binds={empty: "/host/lib"})
     assert (own.rc, own.maps, own.fi_info_ok) == (0, [own_libfabric], True), own.stderr
-    job = "4711"
-    host = ch_probe(root, tmp_path, binds={host_lib: "/host/lib"},
-                    env={"SLURM_JOB_ID": job, "SLURM_PROCID": "0", "RANK": "5"})
+    host = ch_probe(root, ch_job, binds={host_lib: "/host/lib"}, env={"RANK": "5"})
     name = next(p.name for p in host_lib.iterdir() if not p.is_symlink())
     assert (host.rc, host.maps, host.fi_info_ok) == (0, [f"/host/lib/{name}"], True), host.stderr
     assert host.env["RANK"] == "5"  # the user's value survives
-    # the private dir is per job, step and rank
-    private = tmp_path / f"hpcai-hpcaitest-{job}-0-0"
+    # the private dir is per job, step and rank, in the /tmp ch-run shares with the host
+    private = Path(f"/tmp/hpcai-hpcaitest-{ch_job}-0-0")
     assert host.env["LD_LIBRARY_PATH"].split(":")[0] == str(private)
     assert os.readlink(private / "libfabric.so.1") == f"/host/lib/{name}"
-    ss = ch_probe(ch_dir(ss_image), tmp_path)
+    ss = ch_probe(ch_dir(ss_image), ch_job)
     assert ss.rc == 0 and ss.maps[0].startswith("/opt/hpcai/hpc-libs/"), ss.stderr
 
 
 @pytest.mark.charliecloud
 def test_charliecloud_bad_host_dir_never_breaks_the_launch(image, own_libfabric, host_lib, ch_squashfs,
-                                                           tmp_path):
+                                                           ch_job, tmp_path):
     root = ch_squashfs(image)
     name = next(p.name for p in host_lib.iterdir() if not p.is_symlink())
     lib = lib_copy(host_lib, tmp_path / "two", {
         name: None, "libfabric.so.1.9.9": None, "libfabric.so.1.99.0": "/nonexistent/x"})
-    probe = ch_probe(root, tmp_path, binds={lib: "/host/lib"})
+    probe = ch_probe(root, ch_job, binds={lib: "/host/lib"})
     assert (probe.rc, probe.maps) == (0, [f"/host/lib/{name}"])
     assert len(probe.warnings) == 2
     junk = tmp_path / "junk"
     junk.mkdir(mode=0o755)
     (junk / "README").write_text("no libfabric here\n")
-    fallback = ch_probe(root, tmp_path, binds={junk: "/host/lib"})
+    fallback = ch_probe(root, ch_job, binds={junk: "/host/lib"})
     assert (fallback.rc, fallback.maps) == (0, [own_libfabric])
-    strict = ch_probe(root, tmp_path, binds={junk: "/host/lib"}, env={"HPCAI_STRICT_FABRIC": "1"})
+    strict = ch_probe(root, ch_job, binds={junk: "/host/lib"}, env={"HPCAI_STRICT_FABRIC": "1"})
     assert strict.rc == 78 and "no usable libfabric.so.1 in /host/lib" in strict.stderr
