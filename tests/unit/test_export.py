@@ -86,3 +86,13 @@ def test_parse_cli_json_and_errors(tmp_path, hpcai):
     assert empty.exit_code == 2 and "log is empty" in empty.stderr
     unknown = hpcai("results", "parse", "-p", "bogus", str(tmp_path / "empty.log"))
     assert unknown.exit_code == 2 and "unknown parser 'bogus'; valid:" in unknown.stderr
+
+
+def test_parse_cli_derives_tflops_from_given_facts(hpcai):
+    r = hpcai("results", "parse", "-p", "hf-clm", str(LOGS / "hf_torchrun_stderr.log"), "--var", "seq_len=1024",
+              "--gpus", "4", "--json")
+    assert r.exit_code == 0, r.stderr
+    tflops = next(m for m in json.loads(r.stdout)["metrics"] if m["name"] == "tflops_per_gpu")
+    assert tflops["value"] == pytest.approx(147.57 * 6 * 124439808 * 1024 / 4 / 1e12)
+    bad = hpcai("results", "parse", "-p", "hf-clm", str(LOGS / "hf_torchrun_stderr.log"), "--var", "seq_len")
+    assert bad.exit_code == 2 and "NAME=VALUE" in bad.stderr

@@ -41,7 +41,9 @@ def _print_table(table) -> None:
 def _fmt(value: float | None) -> str:
     if value is None:
         return "-"
-    return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.4e}"
+    if abs(value) >= 1e9:
+        return f"{value:.4e}"
+    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
 
 
 @results_app.command("parse")
@@ -49,14 +51,27 @@ def parse_cmd(
     files: list[Path] = typer.Argument(..., help="Log files (stdout and/or stderr of any run, hpcai's or not)."),
     payload: str = typer.Option(..., "--payload", "-p", help="Payload or parser name (nccl-tests, osu, hf-clm, …)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (metrics with unit and direction, plus details)."),
+    var: Optional[list[str]] = typer.Option(None, "--var", help="Run facts for derived metrics, e.g. seq_len=1024, "
+                                            "n_params=124e6, model=gpt2 (HF TFLOP/s); repeatable."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs of the run (HF TFLOP/s per GPU)."),
 ) -> None:
     """Parse log files with a payload's parser and print the metrics."""
     import json
 
     from hpcai.console import err, out
+    from hpcai.errors import UsageError
+    from hpcai.results import tflops
     from hpcai.results.parsers import parse_files, parser_for_payload
 
     result = parse_files(parser_for_payload(payload), files)
+    facts = {}
+    for item in var or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--var must look like NAME=VALUE, got {item!r}")
+        facts[key] = value
+    if facts or gpus:
+        tflops.add_to_result(result, {"payload_vars": facts, "nodes": 1, "gpus_per_node": gpus})
     if as_json:
         out.print(json.dumps(result.to_dict(), indent=2, default=str), markup=False, highlight=False)
         return
