@@ -90,6 +90,18 @@ def test_ddp_json_output():
     assert r.headline.value == pytest.approx(32 / 0.1 * 2)
 
 
+def test_ddp_hpcai_payload_text_uses_exact_total():
+    r = parse("ddp-bench", LOGS / "ddp_bench_hpcai.log")
+    assert r.details["headline_config"] == "2M/2G" and r.headline.value == pytest.approx(914.29)
+    assert r.get("scaling_efficiency").value == pytest.approx(228 / 307)
+
+
+def test_ddp_hpcai_payload_json():
+    r = parse("ddp-bench", LOGS / "ddp_bench_hpcai.json")
+    assert [c["config"] for c in r.details["configurations"]] == ["no ddp", "2M/2G"]
+    assert r.headline.value == pytest.approx(228.57 * 4)
+
+
 def test_hf_results_json_and_torchrun_prefix():
     assert parse("hf-clm", LOGS / "hf_train_results.json").headline.value == pytest.approx(38.097)
     r = parse("hf-clm", LOGS / "hf_torchrun_stderr.log")

@@ -20,6 +20,8 @@ from hpcai.results.parsers.common import FP, nothing_found, strip_prefixes
 _BENCH = re.compile(r"^Benchmark:\s*(\S+) with batch size (\d+)")
 _ROW = re.compile(r"^\s*(\d+) [GC]PUs --\s*(.+?):\s+(p\d+:.*)$")
 _PCT = re.compile(rf"p(\d+):\s*({FP})s\s+({FP})/s")
+# hpcai's ddp_bench.py closes with the exact total (the table prints ex/sec as an integer)
+_TOTAL = re.compile(rf"^hpcai-ddp: (\S+) total ex/sec p50 on (\d+) ranks: ({FP})")
 
 
 def _from_json(text: str) -> list[dict] | None:
@@ -34,20 +36,29 @@ def _from_json(text: str) -> list[dict] | None:
         return None
     configs = []
     for entry in data["benchmark_results"]:
-        if isinstance(entry, dict) and "result" in entry:
-            r = entry["result"]
-            pct = {f"p{k}": {"sec_per_iter": v} for k, v in zip((50, 75, 90, 95), r.get("sec_per_iter", []))}
-            configs.append({"model": entry.get("model"), "config": r.get("configuration", "?"),
-                            "gpus": int(r.get("world_size", 1)), "percentiles": pct,
-                            "batch_size": entry.get("batch_size")})
+        if not isinstance(entry, dict) or "result" not in entry:
+            continue
+        # hpcai's ddp_bench.py: a list of {label, ranks, sec_per_iter{p50…}, ex_per_sec_per_rank{p50…}}
+        results = entry["result"] if isinstance(entry["result"], list) else [entry["result"]]
+        for r in results:
+            secs = r.get("sec_per_iter", {})
+            if isinstance(secs, list):  # upstream-like: [p50, p75, p90, p95]
+                secs = {f"p{k}": v for k, v in zip((50, 75, 90, 95), secs)}
+            rates = r.get("ex_per_sec_per_rank", {})
+            pct = {p: {"sec_per_iter": v, **({"ex_per_sec": rates[p]} if p in rates else {})} for p, v in secs.items()}
+            gpus = len(r["ranks"]) if isinstance(r.get("ranks"), list) else int(r.get("world_size", 1))
+            configs.append({"model": entry.get("model"), "config": r.get("label") or r.get("configuration", "?"),
+                            "gpus": gpus, "percentiles": pct, "batch_size": entry.get("batch_size")})
     return configs or None
 
 
 def parse(text: str) -> ParseResult:
     configs: list[dict] = []
-    model = batch = None
+    model = batch = exact_total = None
     for line in strip_prefixes(text):
-        if (m := _BENCH.match(line.strip())):
+        if (m := _TOTAL.match(line.strip())):
+            exact_total = float(m.group(3))
+        elif (m := _BENCH.match(line.strip())):
             model, batch = m.group(1), int(m.group(2))
         elif (m := _ROW.match(line)):
             pct = {f"p{int(p)}": {"sec_per_iter": float(t), "ex_per_sec": float(x)}
@@ -67,6 +78,8 @@ def parse(text: str) -> ParseResult:
                 p["ex_per_sec_total"] = p["ex_per_sec"] * c["gpus"]
     top = max(configs, key=lambda c: (c["config"] != "no ddp", c["gpus"]))
     p50 = top["percentiles"].get("p50") or next(iter(top["percentiles"].values()))
+    if exact_total is not None:
+        p50["ex_per_sec_total"] = exact_total
     metrics = []
     if "ex_per_sec_total" in p50:
         metrics.append(Metric("ex_per_sec_total", p50["ex_per_sec_total"], "ex/s", HIGHER, headline=True))
