@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 
+from hpcai.payloads import payloads_root
 from hpcai.results.parsers import parse_text
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -100,3 +101,36 @@ def test_tensorflow_cpu_default_suite(tensorflow_cpu_image):
     assert tf["synthetic"] is True and tf["metrics"]["images_per_sec"] > 0
     parsed = parse_text("tf-resnet50", section(res.stdout, "tf-resnet50"))
     assert parsed.headline.value == pytest.approx(tf["metrics"]["images_per_sec"], rel=1e-3)
+
+
+# A stand-in for Horovod (a MOCK: one process, identity optimizer wrapper), for images built
+# without WITH_HVD=1 as CI's are. It exercises the payload's real PyTorch training loop, output
+# format and metric extraction; real Horovod runs need an image built with --horovod 1.
+HOROVOD_MOCK = '''
+class Compression:
+    none = fp16 = None
+def init(): pass
+def size(): return 1
+def rank(): return 0
+def local_rank(): return 0
+def DistributedOptimizer(optimizer, named_parameters=None, compression=None): return optimizer
+def broadcast_parameters(params, root_rank): pass
+def broadcast_optimizer_state(optimizer, root_rank): pass
+'''
+
+
+def test_hvd_synthetic_pytorch_loop_with_a_mock_horovod(pytorch_cpu_image, tmp_path):
+    (tmp_path / "horovod" / "torch").mkdir(parents=True)
+    (tmp_path / "horovod" / "__init__.py").write_text("")
+    (tmp_path / "horovod" / "torch" / "__init__.py").write_text(HOROVOD_MOCK)
+    folder = payloads_root() / "hvd-synthetic"  # CPU images do not bake it by default: mount it
+    res = subprocess.run(["docker", "run", "--rm", "-v", f"{tmp_path}:/mock:ro", "-e", "PYTHONPATH=/mock",
+                          "-v", f"{folder}:/opt/hpcai/payloads/hvd-synthetic:ro",
+                          "-e", "HPCAI_BENCH_PROFILE=quick", pytorch_cpu_image, "hpcai-bench", "hvd-synthetic"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert "Number of CPUs: 1" in res.stdout and "Iter #2: " in res.stdout
+    got = results(res.stdout)["hvd-synthetic"]
+    assert got["metrics"]["img_per_sec_total"] == pytest.approx(got["metrics"]["img_per_sec_per_device"])
+    parsed = parse_text("hvd-synthetic", section(res.stdout, "hvd-synthetic"))
+    assert parsed.headline.value == pytest.approx(got["metrics"]["img_per_sec_total"])

@@ -64,3 +64,16 @@ def test_image_listing_without_the_engine_is_a_clean_error(hpcai, monkeypatch):
 def test_help_panel(hpcai):
     res = hpcai("--help")
     assert "Payloads" in res.stdout and "payloads" in res.stdout
+
+
+def test_image_default_command_and_runscript_run_the_suite(hpcai):
+    """`docker run IMG` (CMD) and `apptainer run bench.sif [payload var=value]` (%runscript) both
+    reach hpcai-bench behind the entrypoint; with no arguments it runs the default suite."""
+    docker = hpcai("render", "pytorch-cpu")
+    assert docker.exit_code == 0, docker.stderr
+    assert 'CMD ["/opt/hpcai/bin/hpcai-bench"]' in docker.stdout
+    assert "COPY hpcai-bench /opt/hpcai/bin/hpcai-bench" in docker.stdout
+    definition = hpcai("render", "pytorch-cpu", "--format", "apptainer")
+    assert definition.exit_code == 0, definition.stderr
+    runscript = definition.stdout.split("%runscript", 1)[1].split("\n%", 1)[0]
+    assert 'exec /opt/hpcai/bin/hpcai-entrypoint /opt/hpcai/bin/hpcai-bench "$@"' in runscript
