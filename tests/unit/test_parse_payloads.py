@@ -109,6 +109,17 @@ def test_hf_results_json_and_torchrun_prefix():
     assert r.details["n_params"] == 124439808
 
 
+def test_hf_clm_payload_shape_line_and_synthetic_flag():
+    from hpcai.results.tflops import add_to_result
+
+    r = parse("hf-clm", LOGS / "hf_clm_hpcai.log")
+    assert (r.details["n_params"], r.details["seq_len"], r.details["n_gpu"]) == (124439808, 128, 2)
+    assert r.details["synthetic"] is True and "synthetic" in r.warnings[0]
+    add_to_result(r, {"nodes": 2, "ntasks_per_node": 1})
+    # same figure the payload prints: 1.6 × 6 × 124439808 × 128 / 2 / 1e12
+    assert r.get("tflops_per_gpu").value == pytest.approx(1.6 * 6 * 124439808 * 128 / 2 / 1e12)
+
+
 def test_hf_metrics_block_only_with_days_runtime():
     r = parse("hf-trainer", LOGS / "hf_block_only_days.log")
     assert r.get("train_runtime").value == pytest.approx(86400 + 2 * 3600 + 3 * 60 + 4.5)

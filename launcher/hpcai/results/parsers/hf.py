@@ -25,6 +25,8 @@ _PARAMS = re.compile(r"Number of trainable parameters = ([\d,]+)")
 _NGPU = re.compile(r"n_gpu: (\d+)")
 _MODEL = re.compile(r'"_name_or_path": "([^"]+)"')
 _BLOCKSIZE = re.compile(r"block_size\s*[=:]\s*(\d+)")
+# hpcai's hf-clm payload states its shape first; SYNTHETIC marks random weights and tokens
+_HPCAI = re.compile(r"hf-clm: model=(\S+) params=(\d+) seq_len=(\d+) batch_size=(\d+) ranks=(\d+)")
 _GLOBAL_BATCH = re.compile(r"Total train batch size \(.*?\) = ([\d,]+)")
 
 # name -> (unit, better); metrics reported when present
@@ -112,4 +114,11 @@ def parse(text: str) -> ParseResult:
         if (m := rx.search(joined)):
             raw = m.group(1).replace(",", "")
             details[key] = int(raw) if raw.isdigit() else raw
-    return ParseResult("hf-trainer", metrics, details)
+    warnings = []
+    if (m := _HPCAI.search(joined)):
+        model, params, seq_len, batch, ranks = m.groups()
+        details.update(model=model, n_params=int(params), seq_len=int(seq_len), batch_size=int(batch),
+                       n_gpu=int(ranks), synthetic="SYNTHETIC" in joined[m.start():joined.find("\n", m.start())])
+        if details["synthetic"]:
+            warnings.append("synthetic data and random weights: throughput is real, the loss is not comparable")
+    return ParseResult("hf-trainer", metrics, details, warnings)
