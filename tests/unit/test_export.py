@@ -96,3 +96,18 @@ def test_parse_cli_derives_tflops_from_given_facts(hpcai):
     assert tflops["value"] == pytest.approx(147.57 * 6 * 124439808 * 1024 / 4 / 1e12)
     bad = hpcai("results", "parse", "-p", "hf-clm", str(LOGS / "hf_torchrun_stderr.log"), "--var", "seq_len")
     assert bad.exit_code == 2 and "NAME=VALUE" in bad.stderr
+
+
+def test_per_gpu_copies_sum_throughputs_and_skip_hidden_records(tmp_path):
+    from hpcai.results.records import finalize, load_all
+
+    run = make_run(tmp_path, "pg", "hvd-synthetic", "Img/sec per GPU: 100.0 +-1.0\nTotal img/sec on 1 GPU(s): 100.0 +-1.0\n",
+                   per_gpu=True)
+    (run / "logs" / "rank-1.out").write_text("Img/sec per GPU: 110.0 +-1.0\nTotal img/sec on 1 GPU(s): 110.0 +-1.0\n")
+    (run / "logs" / "rank-1.exit").write_text("0\n")  # launcher bookkeeping, not a log
+    (tmp_path / ".20261122-hidden-tmp").mkdir()  # a record still being written
+    (tmp_path / ".20261122-hidden-tmp" / "plan.json").write_text("{}")
+    result = finalize(run)
+    assert result.headline.value == 210.0 and result.details["per_gpu_copies"] == 2
+    assert result.get("img_per_sec_per_device").value == 210.0  # a rate: summed as well
+    assert [r.path.name for r in load_all([tmp_path])] == ["pg"]
