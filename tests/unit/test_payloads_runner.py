@@ -182,3 +182,25 @@ def test_self_test_checks_framework_mpi_and_fabric_by_environment(image):
         assert res.returncode == 0 and "self-test: ok   libfabric load" in res.stdout
     else:
         assert res.returncode == 1 and "self-test: FAIL libfabric load" in res.stdout
+
+
+def test_self_test_loads_the_net_plugin_it_finds(image, tmp_path):
+    """Any libnccl-net*.so under $HPCAI_PREFIX/lib is dlopen'ed (a copy of libz stands in for the
+    plugin here: the check is that the runner finds and loads it, not NCCL itself)."""
+    import ctypes.util
+
+    libz = ctypes.util.find_library("z")
+    real = next((p for p in (Path("/usr/lib/x86_64-linux-gnu") / libz, Path("/lib/x86_64-linux-gnu") / libz)
+                 if libz and p.exists()), None)
+    if real is None:
+        pytest.skip("no libz to stand in for the plugin")
+    lib = tmp_path / "prefix" / "lib"
+    lib.mkdir()
+    shutil.copy(real, lib / "libnccl-net-ofi.so")
+    res = image("--self-test", HPCAI_FRAMEWORK="none", HPCAI_MPI="none", HPCAI_WITH_OFI="0",
+                HPCAI_PREFIX=str(tmp_path / "prefix"))
+    assert res.returncode == 0 and "self-test: ok   load libnccl-net-ofi.so" in res.stdout
+    (lib / "libnccl-net.so").write_text("not a library")
+    res = image("--self-test", HPCAI_FRAMEWORK="none", HPCAI_MPI="none", HPCAI_WITH_OFI="0",
+                HPCAI_PREFIX=str(tmp_path / "prefix"))
+    assert res.returncode == 1 and "self-test: FAIL load libnccl-net.so" in res.stdout
