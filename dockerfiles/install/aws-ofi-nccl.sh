@@ -2,7 +2,9 @@
 # aws-ofi-nccl.sh: the OFI net plugin for NCCL (CUDA) or RCCL (ROCm), linked to our libfabric.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
-src=$(unpack "$(fetch "$AWS_OFI_NCCL_URL" "$AWS_OFI_NCCL_SHA256")")
+# Two steps: a failed download must stop the script (set -e does not see inside "$(...)" arguments).
+archive=$(fetch "$AWS_OFI_NCCL_URL" "$AWS_OFI_NCCL_SHA256")
+src=$(unpack "$archive")
 cd "$src"
 [ -x configure ] || ./autogen.sh  # GitHub archives (< 1.19.0) ship no configure
 opts=(--prefix="$HPCAI_PREFIX" --disable-static --with-libfabric="$HPCAI_PREFIX" --disable-tests)

@@ -4,7 +4,9 @@
 # The build fails unless horovod imports with the framework (a silent no-op build helps nobody).
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
-src=$(unpack "$(fetch "$HOROVOD_URL" "$HOROVOD_SHA256")")
+# Two steps: a failed download must stop the script (set -e does not see inside "$(...)" arguments).
+archive=$(fetch "$HOROVOD_URL" "$HOROVOD_SHA256")
+src=$(unpack "$archive")
 sed -i -E 's/(CMAKE_CXX_STANDARD[[:space:]]+)1[14]/\117/; s/-std=c\+\+1[14]/-std=c++17/g' "$src/CMakeLists.txt"
 export PATH="$HPCAI_PREFIX/bin:$PATH" HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_GLOO=1
 case ${HPCAI_FRAMEWORK:-} in

@@ -48,7 +48,9 @@ fetch() {
 unpack() {
   local archive=$1 dest="$HPCAI_BUILD/src" top
   mkdir -p "$dest"
-  top=$(tar -tf "$archive" | head -n1 | cut -d/ -f1)
+  # Listing to a file: `tar -tf | head` would SIGPIPE tar, which pipefail turns into a failure.
+  tar -tf "$archive" > "$dest.list"
+  top=$(head -n1 "$dest.list" | cut -d/ -f1)
   tar -xf "$archive" -C "$dest"
   printf '%s\n' "$dest/$top"
 }

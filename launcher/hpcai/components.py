@@ -77,7 +77,8 @@ def manifest() -> dict[str, Component]:
     for name, c in _raw()["components"].items():
         default = Source(name, c["version"], c["url"].format(version=c["version"]), c["sha256"])
         alts = tuple(Source(name, a["version"], a["url"], a["sha256"]) for a in c.get("alternates", []))
-        comps[name] = Component(name, c["url"], default, alts, c.get("source", ""))
+        # url_template: for versions not listed (when `url` is one concrete file, as for horovod).
+        comps[name] = Component(name, c.get("url_template", c["url"]), default, alts, c.get("source", ""))
     return comps
 
 

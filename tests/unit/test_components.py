@@ -56,6 +56,12 @@ def test_unknown_version_needs_allow_unverified():
     assert src.url.endswith("/v9.9.9/libfabric-9.9.9.tar.bz2")
 
 
+def test_unverified_version_uses_the_url_template():
+    # horovod's default url is one concrete PyPI file; other versions use the sdist path pattern.
+    src = components.resolve({"horovod": "0.28.0"}, allow_unverified=True)["horovod"]
+    assert src.url == "https://files.pythonhosted.org/packages/source/h/horovod/horovod-0.28.0.tar.gz"
+
+
 def test_unknown_component_and_malformed_set_are_refused():
     with pytest.raises(UsageError, match=r"unknown component 'libfabrik'; valid: aws-ofi-nccl, "):
         components.parse_sets(["libfabrik=1"])
@@ -88,6 +94,17 @@ def test_fetch_verifies_and_names_the_file_on_mismatch(build_dir: Path):
     bad = _fetch(build_dir, url, "0" * 64)
     assert bad.returncode != 0
     assert f"checksum mismatch for libfabric-2.5.1.tar.bz2: expected {'0' * 64}, got {good}" in bad.stderr
+
+
+def test_failed_download_stops_the_install_script(build_dir: Path):
+    """fetch inside "$(...)" must still stop the script (it once ran on and failed later in tar)."""
+    script = data_path("dockerfiles", "install", "pmix.sh")
+    res = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False,
+                         env={"PATH": "/usr/bin:/bin", "HPCAI_BUILD": str(build_dir),
+                              "PMIX_URL": "file:///nonexistent/pmix-0.tar.bz2", "PMIX_SHA256": "0" * 64})
+    assert res.returncode != 0
+    assert "download failed: file:///nonexistent/pmix-0.tar.bz2" in res.stderr
+    assert "tar:" not in res.stderr and "configure" not in res.stderr
 
 
 def test_fetch_warns_for_unverified(build_dir: Path):
