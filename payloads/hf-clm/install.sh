@@ -3,7 +3,13 @@
 # DeepSpeed (ops compiled just in time at run time, so the build needs no CUDA toolchain match).
 set -euo pipefail
 prefix=${HPCAI_PREFIX:-/opt/hpcai}
-pip=("$prefix/venv/bin/python" -m pip install --no-cache-dir)
+py="$prefix/venv/bin/python"
+# Pin what the base image already has (its framework, numpy, ...): nothing installed here may
+# replace or shadow it, whatever the packages below would like to upgrade.
+pins=$(mktemp)
+"$py" -m pip list --format=freeze 2>/dev/null \
+  | grep -iE '^(torch|torchvision|torchaudio|numpy|tensorflow|tensorflow-cpu|keras|triton)==' > "$pins" || true
+pip=("$py" -m pip install --no-cache-dir -c "$pins")
 "${pip[@]}" -r requirements.txt
 case ${HPCAI_FAMILY:-cpu} in
   cuda|rocm)
@@ -12,4 +18,4 @@ case ${HPCAI_FAMILY:-cpu} in
     DS_BUILD_OPS=0 "${pip[@]}" --no-build-isolation "deepspeed==${DEEPSPEED_VERSION:-0.19.8}"
     ;;
 esac
-"$prefix/venv/bin/python" -c 'import transformers, accelerate; print("transformers", transformers.__version__, "accelerate", accelerate.__version__)'
+"$py" -c 'import transformers, accelerate; print("transformers", transformers.__version__, "accelerate", accelerate.__version__)'

@@ -7,21 +7,39 @@ lines and a total in tf_cnn_benchmarks' format (`total images/sec: X`), global o
 """
 
 import argparse
+import contextlib
 import os
 import statistics
 import time
+
+
+def slurm_tf_config():
+    """TF_CONFIG for this Slurm step: worker i listens on <its node>:<port base + i>.
+
+    Unlike SlurmClusterResolver (port base + local index), ports are unique per step, so several
+    ranks' containers sharing a network namespace or a host name cannot collide."""
+    import json
+    from tensorflow.python.distribute.cluster_resolver import slurm_cluster_resolver as scr
+
+    base = int(os.environ.get("HPCAI_TF_PORT_BASE", "15000"))
+    hosts = scr.expand_hostlist(os.environ["SLURM_STEP_NODELIST"])
+    tasks = scr.expand_tasks_per_node(os.environ["SLURM_STEP_TASKS_PER_NODE"])
+    workers = [h for h, n in zip(hosts, tasks) for _ in range(n)]  # block distribution
+    workers = ["%s:%d" % (h, base + i) for i, h in enumerate(workers)]
+    rank = int(os.environ.get("SLURM_PROCID", os.environ.get("RANK", "0")))
+    return json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": rank}})
 
 
 def pick_strategy(name, world):
     import tensorflow as tf
     if name == "auto":
         try:
-            import horovod.tensorflow.keras  # noqa: F401
+            import horovod.tensorflow  # noqa: F401
             name = "horovod" if world > 1 else "single"
         except ImportError:
             name = "mwms" if world > 1 else "single"
     if name == "horovod":
-        import horovod.tensorflow.keras as hvd
+        import horovod.tensorflow as hvd
         hvd.init()
         gpus = tf.config.list_physical_devices("GPU")
         if gpus:
@@ -29,10 +47,8 @@ def pick_strategy(name, world):
         return name, None, hvd
     if name == "mwms":
         if os.environ.get("SLURM_STEP_NODELIST") and "TF_CONFIG" not in os.environ:
-            resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
-                port_base=int(os.environ.get("HPCAI_TF_PORT_BASE", "15000")))
-        else:
-            resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+            os.environ["TF_CONFIG"] = slurm_tf_config()
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         return name, tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver), None
     return "single", tf.distribute.get_strategy(), None
 
@@ -66,38 +82,45 @@ def main():
         opts.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
         data = data.with_options(opts)
 
-    def build():
+    # A custom loop (strategy.run) rather than model.fit: Keras 3's fit does not accept the
+    # per-replica batches MultiWorkerMirroredStrategy hands out.
+    scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
+    with scope:
         model = tf.keras.applications.ResNet50(weights=None, input_shape=shape, classes=1000)
         opt = tf.keras.optimizers.SGD(0.01, momentum=0.9)
+        loss_obj = tf.keras.losses.SparseCategoricalCrossentropy(
+            reduction=tf.keras.losses.Reduction.NONE if hasattr(tf.keras.losses, "Reduction") else "none")
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.nn.compute_average_loss(loss_obj(y, model(x, training=True)),
+                                              global_batch_size=global_batch)
         if hvd:
-            opt = hvd.DistributedOptimizer(opt)
-        model.compile(optimizer=opt, loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=False))
-        return model
+            tape = hvd.DistributedGradientTape(tape)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
 
-    if strategy is not None and kind != "single":
-        with strategy.scope():
-            model = build()
+    if kind == "mwms":
+        batches = iter(strategy.experimental_distribute_dataset(data))
+        train_step = tf.function(lambda x, y: strategy.reduce(
+            tf.distribute.ReduceOp.SUM, strategy.run(step, args=(x, y)), axis=None))
     else:
-        model = build()
-
-    times = []
-
-    class Timer(tf.keras.callbacks.Callback):
-        def on_train_batch_begin(self, batch, logs=None):
-            self.start = time.time()
-
-        def on_train_batch_end(self, batch, logs=None):
-            times.append(time.time() - self.start)
-
-    callbacks = [Timer()]
-    if hvd:
-        callbacks.insert(0, hvd.callbacks.BroadcastGlobalVariablesCallback(0))
+        batches = iter(data)
+        train_step = tf.function(step)
     if rank == 0:
         print("tf-resnet50: TensorFlow %s, strategy %s, %d worker(s), batch %d per worker, image %dx%d, %s, synthetic data"
               % (tf.__version__, kind, workers, args.batch_size, args.image_size, args.image_size, args.precision),
               flush=True)
-    model.fit(data, steps_per_epoch=args.warmup + args.steps, epochs=1, callbacks=callbacks,
-              verbose=0)
+    times = []
+    for i in range(args.warmup + args.steps):
+        x, y = next(batches)
+        start = time.time()
+        train_step(x, y).numpy()  # .numpy() waits for the step to finish
+        times.append(time.time() - start)
+        if hvd and i == 0:  # after the first step the variables exist; rank 0's win
+            hvd.broadcast_variables(model.variables, root_rank=0)
+            hvd.broadcast_variables(opt.variables, root_rank=0)
     measured = times[args.warmup:]
     images_per_step = args.batch_size * workers
     rates = [images_per_step / t for t in measured]

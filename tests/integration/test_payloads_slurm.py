@@ -116,3 +116,16 @@ def test_unknown_variable_fails_before_any_job(pytorch_cpu_image, hpcai_exe, tmp
     assert res.returncode == 2
     assert "unknown variable 'batchsize' for payload ddp-bench; valid:" in res.stderr
     assert not (tmp_path / "bad" / "logs").exists()
+
+
+def test_tf_resnet50_multi_worker_two_nodes(tensorflow_cpu_image, hpcai_exe, tmp_path):
+    """MultiWorkerMirroredStrategy over 4 ranks on 2 nodes (TF_CONFIG built from the Slurm step)."""
+    run = tmp_path / tmp_path.name
+    res, logs = launch(hpcai_exe, tensorflow_cpu_image, run, "tf-resnet50", "batch_size=2",
+                       "image_size=32", "steps=3", "warmup=1", timeout=900)
+    check_ok(res, logs)
+    result = bench_result(logs[0])
+    assert result["status"] == "PASS"
+    assert "strategy mwms, 4 worker(s), batch 2 per worker" in logs[0]
+    assert result["metrics"]["images_per_sec"] > 0
+    assert recorded(run)["images_per_sec"] == pytest.approx(result["metrics"]["images_per_sec"])
