@@ -1,13 +1,18 @@
 #!/bin/bash
 # horovod.sh: Horovod from the checksummed PyPI sdist, built against the image's MPI (and NCCL/RCCL).
-# Its CMake asks for C++14, which current PyTorch/TensorFlow headers reject: raise it to 17.
+# Its CMake asks for C++14, which current PyTorch/TensorFlow headers reject (#error C++17 or
+# later compatible compiler is required): raise it to 17.
 # The build fails unless horovod imports with the framework (a silent no-op build helps nobody).
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 # Two steps: a failed download must stop the script (set -e does not see inside "$(...)" arguments).
 archive=$(fetch "$HOROVOD_URL" "$HOROVOD_SHA256")
 src=$(unpack "$archive")
-sed -i -E 's/(CMAKE_CXX_STANDARD[[:space:]]+)1[14]/\117/; s/-std=c\+\+1[14]/-std=c++17/g' "$src/CMakeLists.txt"
+# 0.28.1 sets the standard twice: the top-level CMakeLists and horovod/torch/CMakeLists.txt.
+for cm in "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"; do
+  if [ -f "$cm" ]; then sed -i -E 's/(CMAKE_CXX_STANDARD[[:space:]]+)1[14]\b/\117/' "$cm"; fi
+done
+grep -q 'CMAKE_CXX_STANDARD 17' "$src/CMakeLists.txt" || die "could not raise Horovod's C++ standard to 17"
 export PATH="$HPCAI_PREFIX/bin:$PATH" HOROVOD_WITH_MPI=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_WITHOUT_GLOO=1
 case ${HPCAI_FRAMEWORK:-} in
   pytorch) export HOROVOD_WITH_PYTORCH=1 HOROVOD_WITHOUT_TENSORFLOW=1 mod=horovod.torch ;;
