@@ -25,4 +25,4 @@ if with_cuda || with_rocm; then
 fi
 py=$(venv_python)
 "$py" -m pip install --no-cache-dir --no-build-isolation "$src"
-"$py" -c "import ${mod} as hvd; print('horovod', hvd.__version__ if hasattr(hvd, '__version__') else ''); assert hvd.mpi_built()"
+"$py" -c "import horovod, ${mod} as hvd; print('horovod', horovod.__version__, 'mpi', hvd.mpi_built()); assert hvd.mpi_built()"

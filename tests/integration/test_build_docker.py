@@ -9,6 +9,7 @@ folder, and break a download's checksum on purpose.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -176,3 +177,16 @@ def test_tensorflow_cpu_image(tensorflow_cpu_image):
     assert res.returncode == 0, res.stderr[-2000:]
     assert re.search(r"^tf 2\.\d+", res.stdout, re.M)
     assert docker_run(tensorflow_cpu_image, "fi_info", "--version").returncode == 0
+
+
+@pytest.mark.skipif(os.environ.get("HPCAI_TEST_HOROVOD") != "1",
+                    reason="Horovod compiles for ~10 min on 2 cores; set HPCAI_TEST_HOROVOD=1 to run")
+def test_horovod_build_imports_and_runs_under_mpirun(pytorch_cpu_image, hpcai, tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCAI_WORK_DIR", str(tmp_path / "work"))
+    res = hpcai("build", "pytorch-cpu", *pip_build_inputs(), "--horovod", "1", "--payloads", "sanity",
+                "--tag", "hpcai-test/hvd:1")
+    assert res.exit_code == 0, res.stderr[-3000:]
+    run = docker_run("hpcai-test/hvd:1", "mpirun", "-np", "2", "python", "-c",
+                     "import horovod.torch as hvd; hvd.init(); print('hvd rank', hvd.rank(), 'of', hvd.size())")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert sorted(re.findall(r"hvd rank (\d) of 2", run.stdout)) == ["0", "1"]
