@@ -49,13 +49,13 @@ demo: venv base-debian
 # Start what the tests need (docker, the Slurm test cluster, charliecloud), then run them all.
 test: venv
 	bash tests/infra/up.sh
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 test-unit: venv
-	$(VENV)/bin/pytest tests/unit tests/hooks $(PYTEST_ARGS)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest tests/unit tests/hooks $(PYTEST_ARGS)
 
 lint: venv
-	$(VENV)/bin/python -m hpcai.lint
+	bash tests/infra/lint.sh
 
 golden: venv
 	HPCAI_REGEN_GOLDEN=1 $(VENV)/bin/pytest tests/unit -k golden -q
