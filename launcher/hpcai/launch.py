@@ -240,20 +240,16 @@ def _follow(path: Path, done: threading.Event) -> None:
 
 
 def _digest(plan: LaunchPlan) -> str | None:
-    """docker/podman: the image Id; a SIF or SquashFS file: its sha256 (read in 1 MiB blocks)."""
+    """docker/podman: the image Id; a SIF or SquashFS file: its sha256 (hpcai.digests)."""
     path = Path(plan.image)
     if plan.runtime in ("docker", "podman"):
         from hpcai.runtimes.docker import image_id
 
         return image_id(plan.runtime, plan.image)
     if path.is_file():
-        import hashlib
+        from hpcai.digests import image_sha256
 
-        h = hashlib.sha256()
-        with path.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        return "sha256:" + h.hexdigest()
+        return image_sha256(path)  # cached by (realpath, size, mtime_ns): no rehash per launch
     return None
 
 

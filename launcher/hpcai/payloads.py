@@ -9,6 +9,8 @@ module loads, so that host and image judge a run by the same rules.
 Manifest keys (see README "Payloads" for an example):
     description, flavors (names or "*"), geometry (per-gpu | per-node | single), parser,
     synthetic (bool), requires.modules / requires.executables,
+    requires.mpi (bool: the ranks must form one MPI world, so an MPI process manager — srun
+    --mpi=…, mpirun — must start them; the local backend's independent containers cannot),
     [install.<family>] build / runtime  (family: cuda, rocm, poplar, cpu, "*"),
     [run] command = [tokens with {var}],  [vars.<name>] default / help / choices,
     [profiles.<name>] var overrides (a family name applies automatically; "quick" for CI),
@@ -43,7 +45,7 @@ KEYS = {
     "": ("description", "flavors", "geometry", "parser", "synthetic", "synthetic_marker",
          "requires", "sanity", "install", "run", "vars", "profiles", "metrics"),
     "run": ("command",),
-    "requires": ("modules", "executables"),
+    "requires": ("modules", "executables", "mpi"),
     "metric": ("unit", "better", "headline", "regex", "group", "file", "key", "reduce", "scale"),
     "var": ("default", "help", "choices"),
 }
@@ -102,6 +104,11 @@ class PayloadManifest:
 
     def supports(self, flavor: str) -> bool:
         return "*" in self.flavors or flavor in self.flavors
+
+    @property
+    def needs_mpi(self) -> bool:
+        """The ranks must be started by an MPI process manager (manifest `requires.mpi`)."""
+        return bool(self.raw.get("requires", {}).get("mpi", False))
 
     def install_steps(self, family: str) -> InstallSteps:
         return self.install.get(family) or self.install.get("*") or InstallSteps()

@@ -174,6 +174,19 @@ def _payload(opts: LaunchOptions, valid: list[str] | None) -> tuple[str, dict[st
     return opts.payload, overrides, [BENCH, opts.payload, *(f"{k}={v}" for k, v in overrides.items())]
 
 
+def _check_mpi_launch(label: str, backend: str, geom: Geometry) -> None:
+    """A payload that needs one MPI world cannot run under the local backend with several ranks:
+    its N containers would each be an MPI world of one (and report "ranks 1")."""
+    from hpcai import payloads
+
+    if backend != "local" or geom.ntasks < 2 or geom.per_gpu:
+        return
+    if label in payloads.available_payloads() and payloads.load_payload(label).needs_mpi:
+        raise UsageError(f"payload {label} needs an MPI process manager, which the local backend is not "
+                         f"({geom.ntasks} ranks would be {geom.ntasks} MPI worlds of 1): launch it with "
+                         "srun --mpi=pmix (--backend srun) or mpirun (--backend mpiexec)")
+
+
 def _positive(name: str, value: int | None) -> None:
     if value is not None and value < (1 if name in ("--nodes", "--ntasks-per-node") else 0):
         raise UsageError(f"{name} must be a positive number, got {value}")
@@ -256,6 +269,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     run_dir = _run_dir(opts, label, job_id)
     log_dir = str(run_dir / record.LOGS)
     geom = _geometry(opts, site, backend, env_now, log_dir)
+    _check_mpi_launch(label, backend, geom)
 
     spec = ContainerSpec(
         image=opts.image, command=tuple(command),
@@ -273,6 +287,8 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
                       secret_env=_secret_process_env(secret_env, runtime))
     plan.image_labels = labels
     wrap = _energy_wrapper(run_dir) if opts.energy else (lambda argv: argv)
+    if opts.energy:
+        plan.warnings += _energy_preflight()
     if backend == "local":
         return _plan_local(plan, spec, runtime, site, host, wrap)
     return _plan_step(plan, spec, runtime, site, host, opts, wrap)
@@ -368,6 +384,14 @@ def _replace(spec, **changes):
     from dataclasses import replace
 
     return replace(spec, **changes)
+
+
+def _energy_preflight() -> list[str]:
+    """Why --energy will measure nothing on this host, if so (the run goes on unmeasured)."""
+    from hpcai.results import energy
+
+    _, why = energy.preflight()
+    return [why] if why else []
 
 
 def _energy_wrapper(run_dir: Path):

@@ -7,6 +7,7 @@ Buffers are float32 `array`s (no numpy needed). Bus bandwidth uses the all-reduc
 
 import argparse
 import array
+import os
 import sys
 
 from mpi4py import MPI
@@ -35,6 +36,17 @@ def measure(comm, nbytes, iters, warmup):
     return elapsed
 
 
+def check_world(n, env):
+    """None, or why this MPI world is not the launch's: WORLD_SIZE (set by hpcai-entrypoint from
+    the scheduler) counts the ranks started; without an MPI process manager (N independent
+    containers) each rank is an MPI world of 1 and would report "1 ranks" as if all was well."""
+    expected = env.get("WORLD_SIZE", "")
+    if not expected.isdigit() or int(expected) == n or env.get("HPCAI_COPY"):  # --per-gpu: worlds of 1
+        return None
+    return ("mpi-allreduce: MPI sees %d rank(s) but WORLD_SIZE=%s: the ranks were not started by an MPI "
+            "process manager; launch with srun --mpi=pmix (or mpirun)" % (n, expected))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--min-bytes", type=int, default=8)
@@ -45,6 +57,9 @@ def main():
     args = ap.parse_args()
     comm = MPI.COMM_WORLD
     rank, n = comm.Get_rank(), comm.Get_size()
+    why = check_world(n, os.environ)
+    if why:
+        raise SystemExit(why)
     if rank == 0:
         lib = MPI.Get_library_version().splitlines()[0].strip().rstrip(",")
         print("# hpcai mpi4py Allreduce Test (mpi4py %s, %s)" % (sys.modules["mpi4py"].__version__, lib))
