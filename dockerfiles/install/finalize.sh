@@ -12,3 +12,6 @@ if [ "${HPCAI_WITH_OFI:-1}" = 1 ] && [ -d /opt/amazon ]; then
 fi
 ldconfig
 mkdir -p "$HPCAI_PREFIX/bin" "$HPCAI_PREFIX/entrypoint.d" "$HPCAI_PREFIX/payloads"
+# Empty bind destinations for the host's libraries: Charliecloud (and Apptainer without overlay)
+# cannot create mount points inside a read-only SquashFS image.
+mkdir -p /host/lib /host/usr

@@ -75,8 +75,12 @@ def _raw() -> dict:
 def manifest() -> dict[str, Component]:
     comps = {}
     for name, c in _raw()["components"].items():
-        default = Source(name, c["version"], c["url"].format(version=c["version"]), c["sha256"])
-        alts = tuple(Source(name, a["version"], a["url"], a["sha256"]) for a in c.get("alternates", []))
+        # A missing sha256 means no trusted checksum exists (rccl-tests): the source is
+        # UNVERIFIED, and make_spec refuses images that use it unless --allow-unverified.
+        default = Source(name, c["version"], c["url"].format(version=c["version"]),
+                         c.get("sha256", UNVERIFIED))
+        alts = tuple(Source(name, a["version"], a["url"], a.get("sha256", UNVERIFIED))
+                     for a in c.get("alternates", []))
         # url_template: for versions not listed (when `url` is one concrete file, as for horovod).
         comps[name] = Component(name, c.get("url_template", c["url"]), default, alts, c.get("source", ""))
     return comps
@@ -131,3 +135,18 @@ def resolve(selections: Mapping[str, str], allow_unverified: bool = False) -> di
             src = Source(name, version, comp.url_template.format(version=version), UNVERIFIED)
         resolved[name] = src
     return resolved
+
+
+def check_verified(used: list[str], sources: Mapping[str, Source], allow_unverified: bool) -> None:
+    """Refuse an image whose used sources include one without a known sha256, unless the user
+    passed --allow-unverified (then fetch.sh downloads it unchecked and logs a warning)."""
+    if allow_unverified:
+        return
+    for name in used:
+        src = sources[name]
+        if not src.verified:
+            raise UsageError(
+                f"{name} {src.version} has no known sha256 (no trusted checksum exists); pass "
+                f"--allow-unverified to download it unchecked, or add a vetted version with its "
+                f"sha256 to components.toml and select it with --set {name}=VERSION"
+            )

@@ -133,14 +133,24 @@ def runtime_env(spec: ImageSpec) -> dict[str, str]:
         "PATH": f"{PREFIX}/bin:{PREFIX}/venv/bin:$PATH",
         "LD_LIBRARY_PATH": f"{PREFIX}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}",
     }
-    if spec.ofi and spec.family in ("cuda", "rocm"):
-        # Our plugin by path, so no other libnccl-net.so on the library path can win.
-        env["NCCL_NET_PLUGIN"] = f"{PREFIX}/lib/libnccl-net.so"
+    # NCCL_NET_PLUGIN is not set here: the entrypoint's nccl-net hook picks libnccl-net.so or
+    # librccl-net.so at run time, and a value baked into the image would look like the user's.
+    suite = default_suite(spec)
+    if suite:
+        # hpcai-bench with no arguments runs these, in this order.
+        env["HPCAI_DEFAULT_SUITE"] = ",".join(suite)
     if spec.family == "cpu" and spec.mpi is Mpi.OMPI:
         # Containers often run as root (docker run, CI); Open MPI refuses that without these.
         env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
         env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
     return env
+
+
+def default_suite(spec: ImageSpec) -> list[str]:
+    """The selected payloads, the flavor's defaults first in the flavor's order, then the rest
+    in the order the user gave them."""
+    order = {name: i for i, name in enumerate(spec.flavor.default_payloads)}
+    return sorted(spec.payloads, key=lambda n: order.get(n, len(order)))
 
 
 def ss_env(spec: ImageSpec) -> dict[str, str]:

@@ -155,7 +155,8 @@ class ImageSpec:
                 used.append("aws-ofi-nccl")
         if self.horovod:
             used.append("horovod")
-        payload_sources = {"osu": "osu-micro-benchmarks", "nccl-tests": "nccl-tests"}
+        payload_sources = {"osu": "osu-micro-benchmarks", "nccl-tests": "nccl-tests",
+                           "rccl-tests": "rccl-tests"}
         used += [payload_sources[p] for p in self.payloads if p in payload_sources]
         return [n for n in used if n in self.sources]
 
@@ -304,7 +305,7 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
         extra["build_date"] = build_date
     if sha:
         extra["git_sha"] = sha
-    return ImageSpec(
+    spec = ImageSpec(
         flavor=fl, base=base_image(fl, base, ngc_version, rocm_version), arch=arch,
         mpi=chosen_mpi, ofi=with_ofi, horovod=with_hvd, hpc_libs=libs, payloads=chosen_payloads,
         components=tuple(sorted(sources.items())),
@@ -313,3 +314,5 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
         wheelhouse=files["wheelhouse"], ca_bundle=files["CA bundle"],
         apt_sources=files["apt sources file"], sources_dir=files["sources folder"], **extra,
     )
+    components.check_verified(spec.used_components(), spec.sources, allow_unverified)
+    return spec

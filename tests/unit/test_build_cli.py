@@ -166,3 +166,16 @@ def test_apptainer_bootstrap_choices(hpcai):
     assert res.stdout.count("Bootstrap: docker-daemon\nFrom: debian:bookworm-slim\n") == 2
     line = _one_line_error(hpcai("render", "pytorch-cpu", "--format", "apptainer", "--bootstrap", "oras"))
     assert "unknown bootstrap 'oras'; valid: docker, docker-daemon, localimage" in line
+
+
+def test_rccl_tests_render_needs_allow_unverified(hpcai, monkeypatch):
+    res = hpcai("render", "pytorch-rocm", "--payloads", "sanity,rccl-tests")
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr.startswith("error: rccl-tests rocm-6.4.0 has no known sha256")
+    assert "--allow-unverified" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    ok = hpcai("render", "pytorch-rocm", "--payloads", "sanity,rccl-tests", "--allow-unverified")
+    assert ok.exit_code == 0, ok.stderr
+    assert 'RCCL_TESTS_SHA256="unverified"' in ok.stdout and "payload-hook.sh rccl-tests build.sh" in ok.stdout
+    assert hpcai("render", "pytorch-rocm").exit_code == 0  # default ROCm payloads need no flag
+    monkeypatch.setenv("ALLOW_UNVERIFIED", "1")  # the Make route: make build-pytorch-rocm ALLOW_UNVERIFIED=1
+    assert hpcai("render", "pytorch-rocm", "--payloads", "sanity,rccl-tests").exit_code == 0

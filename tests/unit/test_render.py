@@ -115,7 +115,10 @@ def test_stack_steps_follow_the_options(rendered):
     order = [s for s in ("libfabric.sh", "pmix.sh", "openmpi.sh", "aws-ofi-nccl.sh", "horovod.sh")]
     positions = [docker.index(f"RUN /opt/hpcai-build/install/{s}") for s in order]
     assert positions == sorted(positions)
-    assert 'NCCL_NET_PLUGIN="/opt/hpcai/lib/libnccl-net.so"' in docker
+    # The nccl-net hook picks libnccl-net.so or librccl-net.so at run time; a baked value would
+    # count as the user's and break ROCm.
+    assert "NCCL_NET_PLUGIN" not in docker
+    assert "NCCL_NET_PLUGIN" not in rendered[("pytorch-rocm", "ompi", "1", "0", False)][1]
     mpich = rendered[("pytorch-rocm", "mpich", "1", "0", False)][0]
     assert "install/mpich.sh" in mpich and "install/openmpi.sh" not in mpich and "horovod.sh" not in mpich
     no_ofi = rendered[("pytorch-ngc", "ompi", "0", "0", False)][0]
@@ -142,7 +145,9 @@ def test_apptainer_sections(rendered):
         assert text.count("Bootstrap: docker") == 2 and "Stage: builder" in text
         assert "%files from builder\n    /opt/hpcai /opt/hpcai" in text
         assert 'exec /opt/hpcai/bin/hpcai-entrypoint /opt/hpcai/bin/hpcai-bench "$@"' in text
-        assert "/opt/hpcai/bin/hpcai-entrypoint --check" in text
+        test_section = text.split("\n%test\n", 1)[1].split("\n%", 1)[0].splitlines()
+        assert test_section == ["    /opt/hpcai/bin/hpcai-entrypoint --check",
+                                "    /opt/hpcai/bin/hpcai-bench --self-test"], key
         assert "{{" not in text and "}}" not in text  # Apptainer would read them as build args
         assert re.search(r"^    hpcai\.flavor \S+$", text, re.M)
 
@@ -195,3 +200,25 @@ def test_render_matrix_is_fast(rendered):
     for _ in range(20):
         render(spec, "docker")
     assert time.perf_counter() - start < 2
+
+
+def test_host_bind_destinations_exist_in_both_formats(rendered):
+    # Charliecloud cannot create mount points inside a read-only SquashFS image, so the final
+    # stage's finalize.sh creates the empty bind destinations; both formats run it there.
+    finalize = (data_path("dockerfiles") / "install/finalize.sh").read_text()
+    assert "\nmkdir -p /host/lib /host/usr\n" in finalize
+    for key, (docker, apptainer) in rendered.items():
+        final_stage = docker.split("\nFROM ", 2)[2]
+        assert "RUN /opt/hpcai-build/install/finalize.sh" in final_stage, key
+        assert "cd / && /opt/hpcai-build/install/finalize.sh" in apptainer.split("Stage: final", 1)[1], key
+
+
+def test_default_suite_env_lists_the_payloads_in_the_flavor_order():
+    spec = make_spec("pytorch-cpu", **FIXED)
+    docker = render(spec, "docker")
+    assert 'HPCAI_DEFAULT_SUITE="sanity,mpi-allreduce,ddp-bench,hf-clm"' in docker
+    assert 'export HPCAI_DEFAULT_SUITE="sanity,mpi-allreduce,ddp-bench,hf-clm"' in render(spec, "apptainer")
+    # The flavor's defaults keep its order; other selections follow in the user's order.
+    spec = make_spec("pytorch-cpu", payloads="hf-clm,osu,sanity", **FIXED)
+    assert 'HPCAI_DEFAULT_SUITE="sanity,hf-clm,osu"' in render(spec, "docker")
+    assert "HPCAI_DEFAULT_SUITE" not in render(make_spec("pytorch-cpu", payloads="none", **FIXED), "docker")

@@ -110,3 +110,15 @@ def test_missing_build_inputs_are_refused(tmp_path: Path):
         make_spec("pytorch-cpu", wheelhouse=str(tmp_path / "nowheels"))
     with pytest.raises(UsageError, match="CA bundle .* does not exist"):
         make_spec("pytorch-cpu", ca_bundle=str(tmp_path / "ca.crt"))
+
+
+def test_rccl_tests_needs_allow_unverified():
+    for fl in ("pytorch-rocm", "tensorflow-rocm"):
+        assert "rccl-tests" not in flavors()[fl].default_payloads
+        make_spec(fl, sha="a")  # the default ROCm image renders without --allow-unverified
+    with pytest.raises(UsageError, match=r"^rccl-tests rocm-6\.4\.0 has no known sha256 .*pass "
+                                         r"--allow-unverified .*--set rccl-tests=VERSION$"):
+        make_spec("pytorch-rocm", payloads="sanity,rccl-tests", sha="a")
+    spec = make_spec("pytorch-rocm", payloads="sanity,rccl-tests", allow_unverified=True, sha="a")
+    assert spec.labels()["hpcai.component.rccl-tests"] == "rocm-6.4.0"
+    assert not spec.sources["rccl-tests"].verified

@@ -28,7 +28,7 @@ O_NGC = typer.Option(None, "--ngc-version", envvar="NGC_VERSION", help="NGC rele
 O_ROCM = typer.Option(None, "--rocm-version", envvar="ROCM_VERSION", help="ROCm release, e.g. 6.4.")
 O_SET = typer.Option(None, "--set", help="Component version, NAME=VERSION (repeatable); "
                                          "also <NAME>_VERSION=.")
-O_UNVERIFIED = typer.Option(False, "--allow-unverified",
+O_UNVERIFIED = typer.Option(False, "--allow-unverified", envvar="ALLOW_UNVERIFIED",
                             help="Allow component versions without a known sha256 (download not checked).")
 O_REPO = typer.Option(None, "--repository", envvar="HPCAI_REPOSITORY",
                       help="Registry/namespace of the tag. Default hpcai.")

@@ -55,6 +55,9 @@ ENV AWS_OFI_NCCL_VERSION="1.19.0" \
     PMIX_VERSION="5.0.10" \
     PMIX_URL="https://github.com/openpmix/openpmix/releases/download/v5.0.10/pmix-5.0.10.tar.bz2" \
     PMIX_SHA256="78663f6b932589d68e24feaf7f8a948d60be68d91965f3effbacb4cd88cf9a95" \
+    RCCL_TESTS_VERSION="rocm-6.4.0" \
+    RCCL_TESTS_URL="https://github.com/ROCm/rccl-tests/archive/refs/tags/rocm-6.4.0.tar.gz" \
+    RCCL_TESTS_SHA256="unverified" \
     UCX_VERSION="1.20.1" \
     UCX_URL="https://github.com/openucx/ucx/releases/download/v1.20.1/ucx-1.20.1.tar.gz" \
     UCX_SHA256="545c419a7b5e04643cb8bff5a19b3b5071a8f8f0605f1e8efb36f8f3d7bfb9d3"
@@ -92,7 +95,7 @@ ENV HPCAI_FLAVOR="tensorflow-rocm" \
 COPY --from=builder /opt/hpcai /opt/hpcai
 ENV PATH="/opt/hpcai/bin:/opt/hpcai/venv/bin:$PATH" \
     LD_LIBRARY_PATH="/opt/hpcai/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    NCCL_NET_PLUGIN="/opt/hpcai/lib/libnccl-net.so"
+    HPCAI_DEFAULT_SUITE="sanity,osu"
 # Step: finalize prefix
 COPY install/finalize.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/finalize.sh
