@@ -352,10 +352,10 @@ def _needs_shim(runtime_name: str, site: SiteProfile, backend: str, opts: Launch
 
 def _shim(host: Host, runtime_name: str, site: SiteProfile, plan: LaunchPlan, run_dir: Path,
           backend: str) -> list[str]:
-    # Format: python -m hpcai.shim --kind docker --name hpcai-{jobid}-RUN-{rank} --pass 'SLURM_*'
+    # Format: python -S -E …/hpcai/shim.py --kind docker --name hpcai-{jobid}-RUN-{rank} --pass 'SLURM_*'
     #         [--suffix i] [--master-addr A] [--port P] [--per-gpu] --exit-dir RUN/logs
     log_dir = str(run_dir / record.LOGS)
-    shim = [host.python(), "-m", "hpcai.shim", "--kind", runtime_name]
+    shim = [*host.shim(), "--kind", runtime_name]
     if runtime_name in ("docker", "podman"):
         shim += ["--name", f"hpcai-{{jobid}}-{run_dir.name}-{{rank}}"]
     if runtime_name in ("docker", "podman") or (runtime_name in ("apptainer", "singularity") and site.cleanenv):

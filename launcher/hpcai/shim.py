@@ -2,7 +2,7 @@
 
 srun and mpiexec start the same argv for every task, but each rank needs its own values:
 
-    python -m hpcai.shim --kind docker --name 'hpcai-{jobid}-{rank}' --pass 'SLURM_*' \
+    python -S -E …/hpcai/shim.py --kind docker --name 'hpcai-{jobid}-{rank}' --pass 'SLURM_*' \
         --exit-dir RUN/logs -- docker run --rm … IMAGE CMD…
 
 1. rank variables (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, NODE_RANK) from Slurm, PMI,
@@ -15,7 +15,9 @@ srun and mpiexec start the same argv for every task, but each rank needs its own
 4. the exit code is written to `<exit-dir>/rank-<N>.exit`, which is how hpcai names failed ranks
    without Slurm accounting.
 It starts once per rank, so it imports little: no argparse, no re (plus hostlist, lazily, for
-bracketed host lists).
+bracketed host lists). The launcher runs it as a script, `python -S -E …/hpcai/shim.py`: without
+the site module (and a venv's .pth files) Python starts in about two thirds of the time; hostnames
+is then imported from this file's folder, and site-packages are added only when hostlist is needed.
 """
 
 from __future__ import annotations
@@ -62,8 +64,7 @@ def matches(name: str, pattern: str) -> bool:
 def rank_env(env: dict[str, str], suffix: str = "", fixed_port: int = 0,
              per_gpu: bool = False, master: str = "") -> dict[str, str]:
     """The variables to add to `env` (values already present are left alone)."""
-    from hpcai import hostnames
-
+    hostnames = _hostnames()
     new: dict[str, str] = {}
     for var, sources in _SOURCES.items():
         value = _first(env, sources)
@@ -77,6 +78,8 @@ def rank_env(env: dict[str, str], suffix: str = "", fixed_port: int = 0,
     if master:  # the launcher knew it (first host of the allocation, suffix applied)
         new["MASTER_ADDR"] = master
     elif nodelist:
+        if "[" in nodelist:
+            _site_packages_for_hostlist()
         new["MASTER_ADDR"] = hostnames.master_addr(nodelist, suffix, _resolve)[0]
     elif env.get("PBS_NODEFILE") and os.path.isfile(env["PBS_NODEFILE"]):
         with open(env["PBS_NODEFILE"]) as fh:
@@ -90,6 +93,25 @@ def rank_env(env: dict[str, str], suffix: str = "", fixed_port: int = 0,
                    HPCAI_COPY=_first(env, _SOURCES["RANK"]) or "0")
         return new
     return {k: v for k, v in new.items() if env.get(k, "") == ""}
+
+
+def _hostnames():
+    """hpcai.hostnames, also when this file runs as a script under `python -S` (no site-packages)."""
+    try:
+        from hpcai import hostnames
+    except ImportError:  # script mode: sys.path[0] is this file's folder, which holds hostnames.py
+        import hostnames
+    return hostnames
+
+
+def _site_packages_for_hostlist() -> None:
+    """Bracketed host lists need python-hostlist, which lives in site-packages that -S left out."""
+    try:
+        import hostlist  # noqa: F401
+    except ImportError:
+        import site
+
+        site.main()
 
 
 def _resolve(name: str) -> str | None:

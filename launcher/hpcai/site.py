@@ -217,6 +217,11 @@ class Host:
     def python(self) -> str:
         return sys.executable
 
+    def shim(self) -> list[str]:
+        """argv prefix of the rank shim: run as a script without site (-S) or PYTHON* variables
+        (-E), since it starts once per rank and needs only the stdlib (see hpcai.shim)."""
+        return [self.python(), "-S", "-E", str(Path(__file__).with_name("shim.py"))]
+
 
 def split_bind(spec: str) -> tuple[str, str]:
     src, _, dst = spec.partition(":")

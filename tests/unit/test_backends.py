@@ -147,3 +147,23 @@ def test_ranks_reported_after_the_step_was_terminated_are_not_failures():
              "srun: error: nid001: task 0: Terminated\n"]
     assert failed_ranks(lines, {}) == {1: 3}
     assert failed_ranks(lines[1:], {}) == {3: 1}  # nothing before: report what there is
+
+
+def test_shim_as_launched_script_mode_without_site(tmp_path):
+    """The shim exactly as plans start it (Host().shim(): python -S -E …/shim.py): no site-packages,
+    yet a bracketed host list still expands (python-hostlist is found by adding site lazily)."""
+    import os
+    import subprocess
+
+    from hpcai.site import Host
+
+    argv = Host().shim()
+    assert argv[1:3] == ["-S", "-E"] and argv[3].endswith("hpcai/shim.py")
+    env = {**os.environ, "SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "9",
+           "SLURM_JOB_NODELIST": "nid[007-008]", "PYTHONPATH": "/nonexistent"}
+    res = subprocess.run([*argv, "--kind", "none", "--exit-dir", str(tmp_path), "--", "sh", "-c",
+                          'echo "$RANK $WORLD_SIZE $MASTER_ADDR $MASTER_PORT"'],
+                         env=env, capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == f"1 2 nid007 {9 % 4536 + 61000}\n"
+    assert (tmp_path / "rank-1.exit").read_text() == "0\n"

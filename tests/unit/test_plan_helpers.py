@@ -14,6 +14,7 @@ from hpcai.site import Host
 
 GOLDEN = Path(__file__).parent / "golden_launch"
 PY = "/usr/bin/python3"
+SHIM_PY = "/usr/lib/python3/dist-packages/hpcai/shim.py"
 
 
 class FakeHost(Host):
@@ -57,6 +58,9 @@ class FakeHost(Host):
 
     def python(self):
         return PY
+
+    def shim(self):
+        return [PY, "-S", "-E", SHIM_PY]
 
 
 CRAY = FakeHost(paths={"/opt/cray/libfabric/1.15.2.0/lib64", "/opt/cray/libfabric/1.22.0/lib64",
