@@ -14,11 +14,21 @@
 _nn_lib=$HPCAI_PREFIX/lib
 _nn_vendor_dir=${HPCAI_VENDOR_OFI_DIR:-/opt/amazon}
 _nn_plugin=''
+# Each plugin by its classic name, else a suffixed one (libnccl-net-ofi.so: newer aws-ofi-nccl
+# releases install that name, with or without the classic symlink).
+_nn_nccl=''
+for _nn_f in "$_nn_lib/libnccl-net.so" "$_nn_lib"/libnccl-net*.so; do
+    [ -e "$_nn_f" ] && { _nn_nccl=$_nn_f; break; }
+done
+_nn_rccl=''
+for _nn_f in "$_nn_lib/librccl-net.so" "$_nn_lib"/librccl-net*.so; do
+    [ -e "$_nn_f" ] && { _nn_rccl=$_nn_f; break; }
+done
 hpcai_gpu_vendor
-if [ -e "$_nn_lib/librccl-net.so" ] && { [ "$hpcai_value" = rocm ] || [ ! -e "$_nn_lib/libnccl-net.so" ]; }; then
-    _nn_plugin=$_nn_lib/librccl-net.so
-elif [ -e "$_nn_lib/libnccl-net.so" ]; then
-    _nn_plugin=$_nn_lib/libnccl-net.so
+if [ -n "$_nn_rccl" ] && { [ "$hpcai_value" = rocm ] || [ -z "$_nn_nccl" ]; }; then
+    _nn_plugin=$_nn_rccl
+elif [ -n "$_nn_nccl" ]; then
+    _nn_plugin=$_nn_nccl
 fi
 
 if [ -n "$_nn_plugin" ]; then
@@ -48,7 +58,7 @@ if [ "${HPCAI_FABRIC_CXI:-0}" = 1 ]; then
     hpcai_set MPICH_GPU_SUPPORT_ENABLED 0
     hpcai_set TORCH_NCCL_ASYNC_ERROR_HANDLING 1
     case $_nn_plugin in
-        */libnccl-net.so) hpcai_set FI_HMEM_CUDA_USE_GDRCOPY 1 ;;
-        */librccl-net.so) hpcai_set HSA_FORCE_FINE_GRAIN_PCIE 1 ;;
+        */libnccl-net*.so) hpcai_set FI_HMEM_CUDA_USE_GDRCOPY 1 ;;
+        */librccl-net*.so) hpcai_set HSA_FORCE_FINE_GRAIN_PCIE 1 ;;
     esac
 fi

@@ -1,9 +1,9 @@
 #!/bin/bash
 # rccl-tests built against the base image's ROCm/RCCL and, with MPI=1, the image's MPI. Builder stage.
-# No package recipe records a checksum for rccl-tests (Spack tracks git branches only), so the
-# source must be pinned by whoever builds: add a [components."rccl-tests"] entry (an archive of a
-# fixed commit and its sha256) to components.toml, which exports RCCL_TESTS_URL/RCCL_TESTS_SHA256.
-# Without it the build stops here rather than produce an image silently missing rccl-tests.
+# No package recipe records a checksum for rccl-tests (Spack tracks git branches only), so
+# components.toml pins a release tag archive without a sha256: RCCL_TESTS_SHA256 is "unverified",
+# which hpcai only renders with --allow-unverified and fetch.sh downloads with a warning. Without
+# the entry the build stops here rather than produce an image silently missing rccl-tests.
 set -euo pipefail
 prefix=${HPCAI_PREFIX:-/opt/hpcai}
 if [ -z "${RCCL_TESTS_URL:-}" ] || [ -z "${RCCL_TESTS_SHA256:-}" ]; then

@@ -62,6 +62,25 @@ def test_rocm_uses_rccl_plugin_path(run_entrypoint, prefix):
     assert got["HSA_FORCE_FINE_GRAIN_PCIE"] == "1" and "FI_HMEM_CUDA_USE_GDRCOPY" not in got
 
 
+@pytest.mark.parametrize("vendor,files,expected", [
+    # Newer aws-ofi-nccl installs only the suffixed name; the hook finds it for either vendor.
+    ("cuda", ["libnccl-net-ofi.so"], "libnccl-net-ofi.so"),
+    ("rocm", ["librccl-net-ofi.so"], "librccl-net-ofi.so"),
+    # The classic name wins over a suffixed one next to it.
+    ("cuda", ["libnccl-net-ofi.so", "libnccl-net.so"], "libnccl-net.so"),
+    # A ROCm image with only the RCCL plugin, whatever the vendor probe says.
+    ("cuda", ["librccl-net.so"], "librccl-net.so"),
+])
+def test_plugin_name_variants(run_entrypoint, prefix, vendor, files, expected):
+    for name in files:
+        (prefix / "lib" / name).touch()
+    env = env_for(prefix, HPCAI_GPU_VENDOR=vendor, HPCAI_FABRIC_CXI="1", SLURM_NNODES="2")
+    got = run_entrypoint(env, hooks=["nccl-net"]).exported()
+    assert got["NCCL_NET_PLUGIN"] == f"{prefix}/lib/{expected}" and got["NCCL_NET"] == "AWS Libfabric"
+    rccl = expected.startswith("librccl")
+    assert ("HSA_FORCE_FINE_GRAIN_PCIE" in got, "FI_HMEM_CUDA_USE_GDRCOPY" in got) == (rccl, not rccl)
+
+
 def test_site_overrides_and_slingshot_env_survive(run_entrypoint, prefix):
     (prefix / "lib/libnccl-net.so").touch()
     user = {"FI_MR_CACHE_MONITOR": "kdreg2", "FI_CXI_DEFAULT_TX_SIZE": "16384",
