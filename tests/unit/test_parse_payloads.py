@@ -126,6 +126,32 @@ def test_hf_metrics_block_only_with_days_runtime():
     assert r.headline.value == pytest.approx(10.628)
 
 
+def test_hf_transformers5_string_values():
+    r = parse("hf-trainer", LOGS / "hf_transformers5_strings.log")
+    run = r.details["runs"][0]
+    assert r.headline.name == "train_samples_per_second" and r.headline.value == pytest.approx(38.097)
+    assert run["train_runtime"] == pytest.approx(182.53)  # from the dict line, read as a number
+    assert r.get("perplexity").value == pytest.approx(21.1048)  # merged from the eval block
+    assert r.details["n_params"] == 124439808 and r.details["repetitions"] == 1
+    # the dict line alone (no metrics block) is enough
+    dict_only = "\n".join(x for x in (LOGS / "hf_transformers5_strings.log").read_text().splitlines()
+                          if "train_runtime" in x and x.startswith("{"))
+    assert parse_text("hf-trainer", dict_only).headline.value == pytest.approx(38.097)
+
+
+@pytest.mark.parametrize("text", [
+    "{'train_runtime': 'n/a', 'train_samples_per_second': 'fast'}",  # strings that are no numbers
+    "{'train_runtime': 1.0}",  # a dict without any throughput
+    "{'train_runtime': '182.5', 'train_samples_per_second': [38.0]}",
+    "{[1]: 2, 'train_runtime': 1}",  # unhashable key: literal_eval raises TypeError
+    "{'train_runtime', 'train_samples_per_second'}",  # a set, not a dict
+    '{"train_samples_per_second": "x"}',  # a *_results.json with a non-number
+])
+def test_hf_unreadable_dicts_are_found_nothing_errors(text):
+    with pytest.raises(UsageError, match="hf-trainer: no train/eval metrics"):
+        parse_text("hf-trainer", text)
+
+
 def test_openclip_total_time_skips_first_step():
     r = parse("openclip", LOGS / "openclip_stderr.log")
     assert r.headline.name == "total_time_secs" and r.headline.value == pytest.approx(2.050 + 2.040 + 2.060)

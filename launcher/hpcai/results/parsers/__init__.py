@@ -61,7 +61,10 @@ def parse_text(parser: str, text: str) -> ParseResult:
 def read_log(path: Path) -> str:
     if not path.is_file():
         raise UsageError(f"no such log file: {path}")
-    return path.read_text(errors="replace")
+    try:
+        return path.read_text(errors="replace")
+    except OSError as e:  # unreadable (permissions, I/O): one line, not a traceback
+        raise UsageError(f"cannot read log file {path}: {e.strerror or e}") from e
 
 
 def parse_files(parser: str, paths: list[Path]) -> ParseResult:

@@ -24,15 +24,44 @@ _PCT = re.compile(rf"p(\d+):\s*({FP})s\s+({FP})/s")
 _TOTAL = re.compile(rf"^hpcai-ddp: (\S+) total ex/sec p50 on (\d+) ranks: ({FP})")
 
 
+def _num(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _json_config(entry: dict, r: object) -> dict | None:
+    """One configuration of the JSON output, or None when it is not the documented shape."""
+    if not isinstance(r, dict):
+        return None
+    secs = r.get("sec_per_iter", {})
+    if isinstance(secs, list):  # upstream-like: [p50, p75, p90, p95]
+        secs = {f"p{k}": v for k, v in zip((50, 75, 90, 95), secs)}
+    rates = r.get("ex_per_sec_per_rank", {})
+    if not isinstance(secs, dict) or not isinstance(rates, dict):
+        return None
+    pct = {}
+    for p, v in secs.items():
+        if (t := _num(v)) is not None:
+            pct[str(p)] = {"sec_per_iter": t}
+            if (x := _num(rates.get(p))) is not None:
+                pct[str(p)]["ex_per_sec"] = x
+    ranks, world = r.get("ranks"), _num(r.get("world_size", 1))
+    gpus = len(ranks) if isinstance(ranks, list) else int(world or 1)
+    if not pct:
+        return None
+    batch = entry.get("batch_size")
+    return {"model": entry.get("model"), "config": str(r.get("label") or r.get("configuration", "?")),
+            "gpus": gpus, "percentiles": pct, "batch_size": batch if _num(batch) else None}
+
+
 def _from_json(text: str) -> list[dict] | None:
     start = text.find("{")
     if start < 0:
         return None
     try:
         data = json.loads(text[start:text.rfind("}") + 1])
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    if not isinstance(data, dict) or "benchmark_results" not in data:
+    if not isinstance(data, dict) or not isinstance(data.get("benchmark_results"), list):
         return None
     configs = []
     for entry in data["benchmark_results"]:
@@ -40,15 +69,7 @@ def _from_json(text: str) -> list[dict] | None:
             continue
         # hpcai's ddp_bench.py: a list of {label, ranks, sec_per_iter{p50…}, ex_per_sec_per_rank{p50…}}
         results = entry["result"] if isinstance(entry["result"], list) else [entry["result"]]
-        for r in results:
-            secs = r.get("sec_per_iter", {})
-            if isinstance(secs, list):  # upstream-like: [p50, p75, p90, p95]
-                secs = {f"p{k}": v for k, v in zip((50, 75, 90, 95), secs)}
-            rates = r.get("ex_per_sec_per_rank", {})
-            pct = {p: {"sec_per_iter": v, **({"ex_per_sec": rates[p]} if p in rates else {})} for p, v in secs.items()}
-            gpus = len(r["ranks"]) if isinstance(r.get("ranks"), list) else int(r.get("world_size", 1))
-            configs.append({"model": entry.get("model"), "config": r.get("label") or r.get("configuration", "?"),
-                            "gpus": gpus, "percentiles": pct, "batch_size": entry.get("batch_size")})
+        configs += [c for r in results if (c := _json_config(entry, r)) is not None]
     return configs or None
 
 
@@ -85,8 +106,9 @@ def parse(text: str) -> ParseResult:
         metrics.append(Metric("ex_per_sec_total", p50["ex_per_sec_total"], "ex/s", HIGHER, headline=True))
     metrics.append(Metric("sec_per_iter_p50", p50["sec_per_iter"], "s", LOWER, headline=not metrics))
     base = next((c for c in configs if c["config"] == "no ddp"), None)
-    if base and top is not base and "ex_per_sec" in p50 and "ex_per_sec" in base["percentiles"].get("p50", {}):
-        eff = p50["ex_per_sec"] / base["percentiles"]["p50"]["ex_per_sec"]
+    base_rate = base["percentiles"].get("p50", {}).get("ex_per_sec") if base else None
+    if base and top is not base and "ex_per_sec" in p50 and base_rate:  # a zero baseline has no ratio
+        eff = p50["ex_per_sec"] / base_rate
         metrics.append(Metric("scaling_efficiency", eff, "ratio", HIGHER))
     return ParseResult("ddp-bench", metrics, {"model": model, "batch_size": batch,
                                               "configurations": configs, "headline_config": top["config"]})

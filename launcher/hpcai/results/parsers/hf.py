@@ -2,7 +2,8 @@
 
 Sources, best first: a `*_results.json` document (the text is one JSON object); the final dict
 line `{'train_runtime': 182.53, 'train_samples_per_second': 38.097, …}` (full precision,
-`ast.literal_eval`); the `***** train metrics *****` block (`H:MM:SS.cc` runtimes, `NNNGF` flos).
+`ast.literal_eval`; Transformers 5 prints the values as strings, `'182.53'`, read the same);
+the `***** train metrics *****` block (`H:MM:SS.cc` runtimes, `NNNGF` flos).
 A log with several runs (repetitions) yields one entry per run in details["runs"]; metrics are
 the mean over runs. `train_samples_per_second` is global (all ranks). The parameter count, GPU
 count and model name are picked from the log when printed, for the 6·N·D TFLOP/s estimate.
@@ -53,6 +54,20 @@ def _value(text: str) -> float | None:
     return to_float(text)
 
 
+def _numbers(d: dict) -> dict:
+    """The dict with numeric values as floats: Transformers 5 logs `'182.53'`, older ones 182.53."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, str) and (n := _value(v)) is not None:
+            v = n  # anything else is kept for details; only numbers are read as metrics
+        out[str(k)] = v
+    return out
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _collect(lines: list[str]) -> tuple[list[dict], list[dict], list[dict]]:
     """(train dicts from the final dict line, train blocks, eval blocks) in log order."""
     dicts, train_blocks, eval_blocks = [], [], []
@@ -61,9 +76,11 @@ def _collect(lines: list[str]) -> tuple[list[dict], list[dict], list[dict]]:
         s = line.strip()
         if s.startswith("{") and "train_runtime" in s:
             try:
-                dicts.append(ast.literal_eval(s[: s.rfind("}") + 1]))
-            except (ValueError, SyntaxError):
-                pass
+                d = ast.literal_eval(s[: s.rfind("}") + 1])
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                d = None  # a cut or garbled line (TypeError: `{[1]: 2}`, an unhashable key)
+            if isinstance(d, dict):
+                dicts.append(_numbers(d))
         if (m := _BLOCK.match(s)):
             block = {}
             (train_blocks if m.group(1) == "train" else eval_blocks).append(block)
@@ -80,9 +97,11 @@ def _collect(lines: list[str]) -> tuple[list[dict], list[dict], list[dict]]:
 def _json_doc(text: str) -> dict | None:
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    return data if isinstance(data, dict) and any(k.startswith(("train_", "eval_")) for k in data) else None
+    if isinstance(data, dict) and any(k.startswith(("train_", "eval_")) for k in data):
+        return _numbers(data)
+    return None
 
 
 def parse(text: str) -> ParseResult:
@@ -97,14 +116,16 @@ def parse(text: str) -> ParseResult:
         for i, run in enumerate(runs):
             if i < len(evals):
                 run.update({k: v for k, v in evals[i].items() if k not in run})
-    if not runs or not any("train_samples_per_second" in r or "eval_samples_per_second" in r for r in runs):
-        raise nothing_found("hf-trainer", "train/eval metrics ('***** train metrics *****' or the final dict)", text)
     metrics = []
-    for name, (unit, better) in _KNOWN.items():
-        values = [float(r[name]) for r in runs if isinstance(r.get(name), (int, float))]
-        if values:
-            headline = name == "train_samples_per_second"
-            metrics.append(Metric(name, sum(values) / len(values), unit, better, headline))
+    if any(_is_number(r.get("train_samples_per_second")) or _is_number(r.get("eval_samples_per_second"))
+           for r in runs):
+        for name, (unit, better) in _KNOWN.items():
+            values = [float(r[name]) for r in runs if _is_number(r.get(name))]
+            if values:
+                headline = name == "train_samples_per_second"
+                metrics.append(Metric(name, sum(values) / len(values), unit, better, headline))
+    if not metrics:
+        raise nothing_found("hf-trainer", "train/eval metrics ('***** train metrics *****' or the final dict)", text)
     if not any(m.headline for m in metrics):
         metrics[0] = Metric(**{**metrics[0].to_dict(), "headline": True})
     joined = "\n".join(lines)

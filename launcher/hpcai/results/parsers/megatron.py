@@ -64,7 +64,7 @@ def parse(text: str) -> ParseResult:
         metrics.append(Metric("time_per_iteration", sum(secs) / len(secs), "s", LOWER, headline=not tfl))
     gbs = next((i["global batch size"] for i in reversed(iters) if "global batch size" in i), None)
     seq = _SEQ.search("\n".join(lines))
-    if secs and gbs and seq:
+    if secs and gbs and seq and sum(secs) > 0:  # a zero time (garbled line) gives no rate, not a crash
         tokens = gbs * int(seq.group(1)) / (sum(secs) / len(secs))
         metrics.append(Metric("tokens_per_second", tokens, "tokens/s", HIGHER, formula="global_batch * seq_len / time_per_iteration"))
     if not metrics:

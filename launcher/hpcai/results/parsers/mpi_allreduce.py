@@ -22,6 +22,7 @@ _TITLE = re.compile(r"^# hpcai mpi4py Allreduce Test \((.+)\)")
 _RANKS = re.compile(r"^# ranks (\d+)")
 _HEADER = re.compile(r"^# Size\s+(.+)$")
 _DONE = re.compile(r"^# mpi-allreduce: done, (\d+) ranks")
+_ROW = re.compile(r"^([0-9]+)\s+(.*)$")
 
 
 def parse(text: str) -> ParseResult:
@@ -39,12 +40,11 @@ def parse(text: str) -> ParseResult:
             cols = re.split(r"\s{2,}", m.group(1).strip())
         elif _DONE.match(s):
             done = True
-        elif cols and s[:1].isdigit():
-            parts = s.split()
-            values = [to_float(p) for p in parts[1:]]
+        elif cols and (m := _ROW.match(s)):
+            values = [to_float(p) for p in m.group(2).split()]
             if len(values) == len(cols) and None not in values:
-                rows.append({"size": int(parts[0]), **dict(zip(cols, values))})
-    if not rows or "BusBW(MB/s)" not in cols:
+                rows.append({"size": int(m.group(1)), **dict(zip(cols, values))})
+    if not rows or not {"BusBW(MB/s)", "Avg Latency(us)"} <= set(cols):
         raise nothing_found("mpi-allreduce", "'# hpcai mpi4py Allreduce Test' size/latency/BusBW table", text)
     big, small = max(rows, key=lambda r: r["size"]), min(rows, key=lambda r: r["size"])
     metrics = [

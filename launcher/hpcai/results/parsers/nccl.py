@@ -36,7 +36,7 @@ def _columns(header: str) -> list[str]:
 
 def _row(cols: list[str], line: str) -> dict | None:
     parts = line.split()
-    if len(parts) < len(cols) or not parts[0].isdigit():
+    if len(parts) < len(cols) or not (parts[0].isascii() and parts[0].isdigit()):
         return None
     row: dict = {}
     for name, text in zip(cols, parts):
@@ -46,6 +46,11 @@ def _row(cols: list[str], line: str) -> dict | None:
             row[name] = to_float(text)
     row["size"] = int(parts[0])
     return row
+
+
+def _best(row: dict, kind: str) -> float | None:
+    """The better of out-of-place and in-place; None when both are N/A (a garbled or cut row)."""
+    return max((v for v in (row.get(f"oop_{kind}"), row.get(f"ip_{kind}")) if v is not None), default=None)
 
 
 def parse(text: str) -> ParseResult:
@@ -83,12 +88,15 @@ def parse(text: str) -> ParseResult:
         metrics.append(Metric("busbw_avg", avg, "GB/s", HIGHER, headline=True))
     if rows:
         big, small = max(rows, key=lambda r: r["size"]), min(rows, key=lambda r: r["size"])
-        best = lambda r, k: max(v for v in (r.get(f"oop_{k}"), r.get(f"ip_{k}")) if v is not None)  # noqa: E731
-        metrics.append(Metric("busbw_max_size", best(big, "busbw"), "GB/s", HIGHER, headline=avg is None))
-        metrics.append(Metric("algbw_max_size", best(big, "algbw"), "GB/s", HIGHER))
+        if (busbw := _best(big, "busbw")) is not None:
+            metrics.append(Metric("busbw_max_size", busbw, "GB/s", HIGHER, headline=avg is None))
+        if (algbw := _best(big, "algbw")) is not None:
+            metrics.append(Metric("algbw_max_size", algbw, "GB/s", HIGHER))
         times = [v for v in (small.get("oop_time"), small.get("ip_time")) if v is not None]
         if times:
             metrics.append(Metric("latency_min_size", min(times), "us", LOWER))
+    if not metrics:
+        raise nothing_found("nccl-tests", "busbw/algbw/time values in the size table", text)
     details = {
         "nccl_version": version,
         "test": test,

@@ -29,7 +29,7 @@ def parse(text: str) -> ParseResult:
                 fields.update({k: v.strip() for k, v in _FIELD.findall(rest)})
     if not ranks:
         raise nothing_found("sanity", "'hpcai-sanity: rank=N …' lines", text)
-    world = max((int(f["world_size"]) for f in ranks.values() if f.get("world_size", "").isdigit()),
+    world = max((int(f["world_size"]) for f in ranks.values() if re.fullmatch(r"[0-9]+", f.get("world_size", ""))),
                 default=len(ranks))
     missing = max(world - len(ranks), 0)
     metrics = [Metric("ranks_reporting", len(ranks), "ranks", HIGHER, headline=True),
