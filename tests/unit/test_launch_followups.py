@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import types
-from pathlib import Path
 
 import pytest
 from test_plan_helpers import FakeHost
