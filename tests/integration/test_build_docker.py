@@ -50,6 +50,21 @@ def test_image_has_no_toolchain_and_no_build_leftovers(pytorch_cpu_image):
     assert res.stdout.splitlines() == ["PIP_CERT=", "LD=/opt/hpcai/lib"], res.stdout
 
 
+def test_bind_destinations_default_suite_and_self_test(pytorch_cpu_image):
+    # Empty mount points for the host's libraries (a read-only SquashFS cannot get new ones).
+    res = docker_run(pytorch_cpu_image, "-c",
+                     "find /host | sort; echo SUITE=$HPCAI_DEFAULT_SUITE; echo PLUGIN=${NCCL_NET_PLUGIN-unset}",
+                     entrypoint="/bin/sh")
+    labels = json.loads(subprocess.run(["docker", "image", "inspect", "--format", "{{json .Config.Labels}}",
+                                        pytorch_cpu_image], capture_output=True, text=True, check=True).stdout)
+    assert res.stdout.splitlines() == ["/host", "/host/lib", "/host/usr",
+                                       f"SUITE={labels['hpcai.payloads']}", "PLUGIN=unset"], res.stdout
+    # What the def's %test runs, through the entrypoint as `apptainer test` would.
+    check = docker_run(pytorch_cpu_image, "/opt/hpcai/bin/hpcai-bench", "--self-test")
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "self-test: ok   import torch" in check.stdout and "FAIL" not in check.stdout
+
+
 def test_labels_via_inspect(pytorch_cpu_image, hpcai):
     res = hpcai("inspect", pytorch_cpu_image, "--json")
     assert res.exit_code == 0, res.stderr
