@@ -191,17 +191,6 @@ def test_hadolint_clean(rendered, tmp_path):
     assert res.returncode == 0, res.stdout[:4000] + res.stderr
 
 
-def test_render_matrix_is_fast(rendered):
-    """Guard only (the measured figure is benchmarks/render_matrix.py)."""
-    import time
-
-    spec = make_spec("pytorch-ngc", **FIXED)
-    start = time.perf_counter()
-    for _ in range(20):
-        render(spec, "docker")
-    assert time.perf_counter() - start < 2
-
-
 def test_host_bind_destinations_exist_in_both_formats(rendered):
     # Charliecloud cannot create mount points inside a read-only SquashFS image, so the final
     # stage's finalize.sh creates the empty bind destinations; both formats run it there.
