@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from imagebuild import pip_build_inputs
 
 REPO = Path(__file__).resolve().parents[1]
 REQUIRE = os.environ.get("HPCAI_REQUIRE_ENGINES") == "1"
@@ -96,28 +97,6 @@ def hpcai_exe() -> list[str]:
 # The wheelhouse and CA bundle come from this machine's pip configuration at run time (never
 # hard-coded): `pip config list` find-links / cert, or PIP_FIND_LINKS / PIP_CERT.
 # HPCAI_PYTORCH_CPU_IMAGE / HPCAI_TENSORFLOW_CPU_IMAGE name an existing image to skip the build.
-
-
-def pip_build_inputs() -> list[str]:
-    """`--wheelhouse DIR --ca-bundle FILE` options from the host's pip settings, when present."""
-    settings: dict[str, str] = {}
-    try:
-        listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
-                                 text=True, timeout=60, check=False).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        listing = ""
-    for line in listing.splitlines():
-        key, _, value = line.partition("=")
-        settings.setdefault(key.split(".", 1)[-1], value.strip().strip("'\""))
-    opts: list[str] = []
-    links = os.environ.get("PIP_FIND_LINKS") or settings.get("find-links", "")
-    wheelhouse = next((p for p in links.split() if Path(p).is_dir()), None)
-    if wheelhouse:
-        opts += ["--wheelhouse", wheelhouse]
-    cert = os.environ.get("PIP_CERT") or settings.get("cert", "")
-    if cert and Path(cert).is_file():
-        opts += ["--ca-bundle", cert]
-    return opts
 
 
 def build_image(flavor: str, workdir: Path, *extra: str) -> str:

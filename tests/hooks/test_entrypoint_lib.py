@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import BASE_ENV, ENTRYPOINT, HOOKS, SHELLS
+from hooklib import BASE_ENV, ENTRYPOINT, HOOKS, SHELLS
 
 HOSTLISTS = [
     ("nid001", ["nid001"]),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import as_root
+from hooklib import as_root
 
 
 @pytest.fixture

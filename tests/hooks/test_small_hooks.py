@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import as_root
+from hooklib import as_root
 
 SLURM = {"SLURM_JOB_ID": "31", "SLURM_PROCID": "2", "SLURM_LOCALID": "2", "SLURM_NTASKS": "4",
          "SLURM_NODEID": "0", "SLURM_TASKS_PER_NODE": "4", "SLURM_JOB_NODELIST": "local"}

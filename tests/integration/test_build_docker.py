@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import pip_build_inputs
+from imagebuild import pip_build_inputs
 
 import hpcai.payloads
 
