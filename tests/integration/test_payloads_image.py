@@ -40,7 +40,9 @@ def test_pytorch_cpu_default_suite(pytorch_cpu_image):
     res = docker_run(pytorch_cpu_image, env={"HPCAI_BENCH_PROFILE": "quick"})
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     got = results(res.stdout)
-    assert list(got) == ["sanity", "ddp-bench", "hf-clm", "mpi-allreduce"]  # sanity first
+    # The image's HPCAI_DEFAULT_SUITE: the flavor's default payloads in flavors.toml order.
+    suite = ["sanity", "mpi-allreduce", "ddp-bench", "hf-clm"]
+    assert list(got) == suite
     assert all(r["status"] == "PASS" for r in got.values()), got
     assert got["sanity"]["metrics"] == {"world_size": 1.0}
     assert got["ddp-bench"]["metrics"]["ex_per_sec_total"] > 0
@@ -51,7 +53,7 @@ def test_pytorch_cpu_default_suite(pytorch_cpu_image):
     assert got["mpi-allreduce"]["metrics"]["busbw_max_size"] > 0
     # the summary table closes the run
     table = res.stdout[res.stdout.rindex("\npayload "):].splitlines()[1:]
-    assert [row.split()[0] for row in table[2:]] == ["sanity", "ddp-bench", "hf-clm", "mpi-allreduce"]
+    assert [row.split()[0] for row in table[2:]] == suite
     # the host-side parsers read the same logs the same way
     sanity = parse_text("sanity", section(res.stdout, "sanity"))
     assert sanity.details["ranks"]["0"]["libfabric"].startswith("/usr/lib/x86_64-linux-gnu/libfabric.so.1")
