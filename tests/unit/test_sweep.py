@@ -7,6 +7,7 @@ integration test on the Slurm cluster); the stand-in writes records the way the 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import types
 from dataclasses import dataclass
@@ -98,3 +99,67 @@ def test_cli_sweep_dry_run_and_show_scaling(tmp_path, hpcai, fake_launch):
     assert "scaling" in show.stdout and "0.90" in show.stdout
     bad = hpcai("sweep", "--nodes", "one", "osu")
     assert bad.exit_code == 2 and "--nodes must be" in bad.stderr
+
+
+# `sweep --submit/--no-submit` goes through the real planner and `hpcai submit`'s own script writer
+# (hpcai.cli.launch.submit_plan); only sbatch itself is a stand-in here (the real one runs in
+# tests/integration/test_sweep_submit.py).
+
+def _exec_argv(script: Path) -> list[str]:
+    last = script.read_text().splitlines()[-1]
+    return shlex.split(last)
+
+
+def test_cli_sweep_no_submit_writes_one_script_per_point(tmp_path, hpcai):
+    hostile = "dbg'; echo pwned"  # a partition and a sweep folder the shell must not split
+    sw = tmp_path / "s w'$x"
+    r = hpcai("sweep", "--no-submit", "--nodes", "1,2", "--var", "min_bytes=8,16", "--site", "generic-slurm",
+              "--runtime", "docker", "--partition", hostile, "--image", "img:1", "-o", str(sw), "mpi-allreduce")
+    assert r.exit_code == 0, r.stderr
+    runs = json.loads((sw / "sweep.json").read_text())["runs"]
+    assert [(p["nodes"], p["payload_vars"]["min_bytes"], p["job_id"]) for p in runs] == [
+        (1, "8", None), (2, "8", None), (1, "16", None), (2, "16", None)]
+    assert r.stdout.splitlines() == [p["script"] for p in runs]  # like `hpcai submit --no-submit`
+    assert len({p["run_dir"] for p in runs}) == 4
+    for p in runs:
+        script = Path(p["script"])
+        assert script.parent == Path(p["run_dir"]) and script.parent.parent == sw
+        text = script.read_text()
+        assert f"#SBATCH --nodes={p['nodes']}\n" in text
+        assert f"#SBATCH --partition={shlex.quote(hostile)}\n" in text
+        assert f"#SBATCH --output={shlex.quote(p['run_dir'])}/slurm-%j.out\n" in text
+        argv = _exec_argv(script)
+        assert argv[:4] == ["exec", sys.executable, "-m", "hpcai"] and argv[4] == "launch"
+        assert argv[argv.index("--output-dir") + 1] == p["run_dir"]
+        assert argv[argv.index("--nodes") + 1] == str(p["nodes"])
+        assert argv[argv.index("--partition") + 1] == hostile
+        assert argv[-3:] == ["--", "mpi-allreduce", f"min_bytes={p['payload_vars']['min_bytes']}"]  # quoting survives
+        assert not (script.parent / "plan.json").exists()  # the job writes the record, not the sweep
+    with pytest.raises(UsageError, match="no run records"):  # nothing ran yet: nothing to aggregate
+        load_all([sw])
+
+
+def test_cli_sweep_submit_calls_sbatch_per_point(tmp_path, hpcai, monkeypatch):
+    # Stand-in sbatch: logs its argv and answers like `sbatch --parsable`.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "sbatch.log"
+    (bin_dir / "sbatch").write_text(f'#!/bin/sh\necho "$@" >> {log}\nwc -l < {log} | tr -d " "\n')
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    sif = tmp_path / "img.sif"  # apptainer only as text here: the plan needs the file, not the engine
+    sif.write_bytes(b"")
+    r = hpcai("sweep", "--submit", "--nodes", "1,4", "--site", "generic-slurm", "--runtime", "apptainer",
+              "--image", str(sif), "-o", str(tmp_path / "sw"), "mpi-allreduce")
+    assert r.exit_code == 0, r.stderr
+    runs = json.loads((tmp_path / "sw" / "sweep.json").read_text())["runs"]
+    assert r.stdout.split() == ["1", "2"] and [p["job_id"] for p in runs] == ["1", "2"]
+    assert log.read_text().splitlines() == [f"--parsable {p['script']}" for p in runs]
+    assert all((Path(p["run_dir"]) / "job_id").read_text() == p["job_id"] + "\n" for p in runs)
+
+
+def test_cli_sweep_submit_needs_slurm_site(tmp_path, hpcai):
+    r = hpcai("sweep", "--no-submit", "--nodes", "1", "--site", "local", "--runtime", "docker",
+              "--image", "img:1", "-o", str(tmp_path / "sw"), "mpi-allreduce")
+    assert r.exit_code == 1 and "needs a Slurm site" in r.stderr and "local backend" in r.stderr
+    assert list((tmp_path / "sw").iterdir()) == []  # no half-written series

@@ -78,6 +78,37 @@ def sbatch_script(plan, opts, python: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
+    """Write <run_dir>/submit.sbatch and, if submit, hand it to sbatch; returns (script, job id or None).
+
+    Shared by `hpcai submit` and `hpcai sweep --submit`. Secret --env values go to sbatch's own
+    environment (the job inherits it), never into the script.
+    """
+    from hpcai.errors import HpcaiError
+
+    if plan.backend != "srun":
+        raise HpcaiError(f"submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
+    run_dir = Path(plan.run_dir)
+    opts.output_dir = str(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    script = run_dir / "submit.sbatch"
+    script.write_text(sbatch_script(plan, opts, sys.executable))
+    sys.stderr.write(f"sbatch script: {script}\n")
+    if not submit:
+        return script, None
+    from hpcai.plan import parse_env
+    from hpcai.redact import is_secret
+
+    secrets = {k: v for k, v in parse_env(opts.env, dict(os.environ)).items() if is_secret(k)}
+    res = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True,
+                         env={**os.environ, **secrets}, check=False)
+    if res.returncode != 0:
+        raise HpcaiError(f"sbatch failed: {res.stderr.strip() or res.stdout.strip()}")
+    job_id = res.stdout.strip().split(";")[0]
+    (run_dir / "job_id").write_text(job_id + "\n")
+    return script, job_id
+
+
 def _site_sbatch(plan) -> tuple[str, ...]:
     from hpcai.site import load_site
 
@@ -158,7 +189,6 @@ def register(app: typer.Typer) -> None:
         no_submit: bool = typer.Option(False, "--no-submit", help="Write the script, do not call sbatch."),
     ) -> None:
         """Write an sbatch script for the same plan as `launch` and submit it (unless --no-submit)."""
-        from hpcai.errors import HpcaiError
         from hpcai.plan import plan_launch
 
         opts = _options(image, list(words or []), cmd, nodes=nodes, ntasks_per_node=ntasks_per_node,
@@ -166,29 +196,8 @@ def register(app: typer.Typer) -> None:
                         partition=partition, account=account, site=site, runtime=runtime,
                         binds=tuple(bind), env=tuple(env), mpi=mpi, per_gpu=per_gpu, nodelist=nodelist,
                         output_dir=output_dir, energy=energy, no_entrypoint=no_entrypoint)
-        plan = plan_launch(opts, check=not no_submit)
-        if plan.backend != "srun":
-            raise HpcaiError(f"submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
-        run_dir = Path(plan.run_dir)
-        opts.output_dir = str(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        script = run_dir / "submit.sbatch"
-        script.write_text(sbatch_script(plan, opts, sys.executable))
-        sys.stderr.write(f"sbatch script: {script}\n")
-        if no_submit:
-            sys.stdout.write(str(script) + "\n")
-            return
-        from hpcai.plan import parse_env
-        from hpcai.redact import is_secret
-
-        secrets = {k: v for k, v in parse_env(opts.env, dict(os.environ)).items() if is_secret(k)}
-        res = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True,
-                             env={**os.environ, **secrets}, check=False)
-        if res.returncode != 0:
-            raise HpcaiError(f"sbatch failed: {res.stderr.strip() or res.stdout.strip()}")
-        job_id = res.stdout.strip().split(";")[0]
-        (run_dir / "job_id").write_text(job_id + "\n")
-        sys.stdout.write(job_id + "\n")
+        script, job_id = submit_plan(plan_launch(opts, check=not no_submit), opts, submit=not no_submit)
+        sys.stdout.write((job_id or str(script)) + "\n")
 
     app.command("submit", rich_help_panel=PANEL,
                 context_settings={"allow_interspersed_args": True})(submit)

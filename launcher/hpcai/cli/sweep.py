@@ -1,4 +1,9 @@
-"""CLI command: `hpcai sweep --nodes 1,2,4,8 [--var batch_size=32,64] PAYLOAD` — scaling series."""
+"""CLI command: `hpcai sweep --nodes 1,2,4,8 [--var batch_size=32,64] PAYLOAD` — scaling series.
+
+Without --submit every point runs now, one after another; with --submit each point becomes its
+own sbatch job (as `hpcai submit` writes it) and the command returns once all are queued;
+--no-submit writes the scripts only.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +26,9 @@ def sweep(
     energy: bool = typer.Option(False, "--energy", help="Measure power with jpwr at every point."),
     output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Sweep folder (default runs/sweep-<time>)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
+    submit: Optional[bool] = typer.Option(None, "--submit/--no-submit", show_default=False,
+                                          help="One sbatch job per point (--no-submit: write the scripts only) "
+                                               "(default: run every point now)."),
 ) -> None:
     """Run a payload over node counts (× variable values): one run record per point, in one sweep folder."""
     import time
@@ -41,6 +49,14 @@ def sweep(
     if energy:
         base["energy"] = True
     folder = output_dir or Path("runs") / time.strftime("sweep-%Y%m%d-%H%M%S")
+    if submit is not None:
+        runs = sw.submit_sweep(payload, node_list, variables, folder, base, submit=submit)
+        for r in runs:  # stdout like `hpcai submit`: job ids, or the scripts with --no-submit
+            out.print(r["job_id"] or r["script"], markup=False, soft_wrap=True)
+        what = "jobs submitted" if submit else "sbatch scripts written"
+        err.print(f"sweep: {len(runs)} {what} in {folder}; once they end, `hpcai results show {folder}`",
+                  soft_wrap=True, markup=False)
+        return
     run_dirs = sw.run_sweep(payload, node_list, variables, folder, base)
     err.print(f"sweep of {len(run_dirs)} runs in {folder}; see `hpcai results show {folder}`", soft_wrap=True)
 

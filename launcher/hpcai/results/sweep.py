@@ -2,7 +2,10 @@
 
 `run_sweep` builds one launch per point through the launch API (`hpcai.launch.LaunchOptions`,
 `run_launch(opts) -> Path`), each leaving its own run record under the sweep folder, and writes
-`sweep.json` (the points and their record folders). `aggregate` turns records into one scaling
+`sweep.json` (the points and their record folders). `submit_sweep` instead plans every point the
+same way and hands each to `hpcai submit`'s code (`hpcai.cli.launch.submit_plan`): one sbatch job per
+point whose `hpcai launch` writes its record into the folder already named in `sweep.json`, so
+`hpcai results` reads a submitted sweep exactly like a run one once the jobs end. `aggregate` turns records into one scaling
 table: per configuration (payload and variables, nodes excluded) and node count, the headline
 throughput's mean/min/max and the parallel efficiency against the smallest node count:
     efficiency(n) = (T(n) / n) / (T(n0) / n0)
@@ -107,6 +110,41 @@ def run_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], s
         runs.append({**point, "run_dir": str(run_dir)})
         _write(sweep_dir, payload, runs)
     return [Path(r["run_dir"]) for r in runs]
+
+
+def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], sweep_dir: Path,
+                 base: dict[str, Any] | None = None, submit: bool = True) -> list[dict[str, Any]]:
+    """One sbatch job per point (submit=False: write the scripts only); returns sweep.json's runs.
+
+    Every point is planned before anything is submitted, so a bad option fails the whole sweep
+    up front instead of leaving half a series queued.
+    """
+    from hpcai.cli.launch import submit_plan
+    from hpcai.plan import LaunchOptions, plan_launch
+
+    sweep_dir = sweep_dir.absolute()
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    todo: list[tuple[dict[str, Any], Any, Any]] = []
+    try:
+        for point in points(nodes, variables):
+            wanted = {**(base or {}), "payload": payload, "nodes": point["nodes"],
+                      "payload_vars": point["payload_vars"], "runs_root": str(sweep_dir)}
+            opts = _options(LaunchOptions, wanted)
+            plan = plan_launch(opts, check=submit)
+            if plan.backend != "srun":
+                raise HpcaiError(f"sweep --submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
+            Path(plan.run_dir).mkdir()  # reserve the name: the next point's plan must not pick it too
+            todo.append((point, opts, plan))
+    except BaseException:
+        for _, _, plan in todo:
+            Path(plan.run_dir).rmdir()
+        raise
+    runs: list[dict[str, Any]] = []
+    for point, opts, plan in todo:
+        script, job_id = submit_plan(plan, opts, submit=submit)
+        runs.append({**point, "run_dir": plan.run_dir, "script": str(script), "job_id": job_id})
+        _write(sweep_dir, payload, runs)
+    return runs
 
 
 def _write(sweep_dir: Path, payload: str, runs: list[dict[str, Any]]) -> None:
