@@ -40,10 +40,17 @@ O_SOURCES = typer.Option(None, "--sources", envvar="SOURCES_DIR",
                          help="Folder of pre-downloaded source tarballs (air-gapped); still sha256-checked.")
 
 
-def _spec(flavor: str, **kw):
+# The image-spec options shared by `render` and `build` (each command declares them in its signature).
+SPEC_OPTIONS = ("base", "arch", "mpi", "ofi", "horovod", "hpc_libs", "payloads", "ngc_version",
+                "rocm_version", "sets", "allow_unverified", "repository", "tag", "wheelhouse",
+                "ca_bundle", "apt_sources", "sources_dir")
+
+
+def _spec(flavor: str, options: dict):
+    """ImageSpec from a command's arguments (`locals()`), taking only the spec options."""
     from hpcai.spec import make_spec
 
-    return make_spec(flavor, **kw)
+    return make_spec(flavor, **{name: options[name] for name in SPEC_OPTIONS})
 
 
 def render_cmd(
@@ -64,11 +71,7 @@ def render_cmd(
     """Print the Dockerfile or Apptainer definition for FLAVOR to stdout."""
     from hpcai.render import render
 
-    spec = _spec(flavor, base=base, arch=arch, mpi=mpi, ofi=ofi, horovod=horovod, hpc_libs=hpc_libs,
-                 payloads=payloads, ngc_version=ngc_version, rocm_version=rocm_version, sets=sets,
-                 allow_unverified=allow_unverified, repository=repository, tag=tag,
-                 wheelhouse=wheelhouse, ca_bundle=ca_bundle, apt_sources=apt_sources,
-                 sources_dir=sources_dir)
+    spec = _spec(flavor, locals())
     text = render(spec, fmt, bootstrap)
     if context_dir is not None:
         from hpcai.context import prepare_context
@@ -100,11 +103,7 @@ def build_cmd(
     from hpcai.console import err, out
 
     engine = build.builder_name(builder)
-    spec = _spec(flavor, base=base, arch=arch, mpi=mpi, ofi=ofi, horovod=horovod, hpc_libs=hpc_libs,
-                 payloads=payloads, ngc_version=ngc_version, rocm_version=rocm_version, sets=sets,
-                 allow_unverified=allow_unverified, repository=repository, tag=tag,
-                 wheelhouse=wheelhouse, ca_bundle=ca_bundle, apt_sources=apt_sources,
-                 sources_dir=sources_dir)
+    spec = _spec(flavor, locals())
     ctx = build.work_dir() / "context" / spec.flavor.name
     argv = build.build_argv(spec, engine, ctx, no_cache)
     if dry_run:
@@ -190,11 +189,11 @@ def sif_cmd(
 ) -> None:
     """Convert a built image to a SIF with apptainer (or singularity)."""
     from hpcai import build, sif
-    from hpcai.spec import flavors
+    from hpcai.spec import flavors, make_spec
 
     if image in flavors():
-        image = _spec(image, hpc_libs=hpc_libs, base=base, ngc_version=ngc_version,
-                      rocm_version=rocm_version, repository=repository, tag=tag, payloads="none").tag
+        image = make_spec(image, hpc_libs=hpc_libs, base=base, ngc_version=ngc_version,
+                          rocm_version=rocm_version, repository=repository, tag=tag, payloads="none").tag
     sif.convert(image, output, build.builder_name(builder), dry_run)
 
 
