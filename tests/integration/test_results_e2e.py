@@ -43,11 +43,8 @@ def _figure_series(paths: list[str], kind: str = "auto") -> int:
 @pytest.mark.slurm
 @pytest.mark.docker
 @pytest.mark.timeout(900)
-def test_slurm_sweep_to_plot(request, tmp_path, hpcai_exe):
-    try:
-        image = request.getfixturevalue("pytorch_cpu_image")
-    except pytest.FixtureLookupError:
-        pytest.skip("no pytorch_cpu_image fixture (the build issue provides it)")
+def test_slurm_sweep_to_plot(tmp_path, hpcai_exe, pytorch_cpu_image):
+    image = pytorch_cpu_image
     sweep_dir = tmp_path / "sweep"
     run = subprocess.run([*hpcai_exe, "sweep", "--nodes", "1,2", "--ntasks-per-node", "1",
                           "--site", "generic-slurm", "--runtime", "docker", "--mpi", "pmix", "--image", image,

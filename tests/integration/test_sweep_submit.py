@@ -31,11 +31,8 @@ def _wait_for_jobs(job_ids: list[str], timeout: float) -> None:
 @pytest.mark.slurm
 @pytest.mark.docker
 @pytest.mark.timeout(600)
-def test_sweep_submit_then_results(request, tmp_path, hpcai_exe):
-    try:
-        image = request.getfixturevalue("pytorch_cpu_image")
-    except pytest.FixtureLookupError:
-        pytest.skip("no pytorch_cpu_image fixture (the build issue provides it)")
+def test_sweep_submit_then_results(tmp_path, hpcai_exe, pytorch_cpu_image):
+    image = pytorch_cpu_image
     sweep_dir = tmp_path / "sweep"
     started = time.monotonic()
     sub = subprocess.run([*hpcai_exe, "sweep", "--submit", "--nodes", "1,2", "--ntasks-per-node", "1",
