@@ -4,7 +4,7 @@ MASTER_ADDR is the first host of the allocation (Slurm host lists such as `nid[0
 are expanded with python-hostlist), plus the site's suffix (JSC: `i`, the IPoIB name that crosses
 InfiniBand cells), resolved to an address when it resolves. MASTER_PORT follows enroot's
 `50-slurm-pytorch.sh` rule so every tool that derives it from the job id agrees.
-This module is stdlib-only apart from hostlist (imported lazily): the rank shim imports it.
+This module is stdlib-only apart from hostlist (imported lazily, for --dry-run speed).
 """
 
 from __future__ import annotations

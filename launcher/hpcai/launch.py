@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from hpcai import record
@@ -135,7 +136,8 @@ def _stop(procs: list[subprocess.Popen], names: list[str], engine: str | None) -
             p.wait()
 
 
-def _run_local(plan: LaunchPlan, logs: Path, sig: _Signals) -> tuple[dict[int, int], str]:
+def _run_local(plan: LaunchPlan, logs: Path, sig: _Signals, started: Callable[[], None]
+               ) -> tuple[dict[int, int], str]:
     engine = plan.runtime if plan.runtime in ("docker", "podman") else None
     procs: list[subprocess.Popen] = []
     for rank, argv in enumerate(plan.rank_argvs):
@@ -148,6 +150,7 @@ def _run_local(plan: LaunchPlan, logs: Path, sig: _Signals) -> tuple[dict[int, i
             except OSError as exc:
                 _stop(procs, plan.container_names, engine)
                 raise HpcaiError(f"cannot start rank {rank} ({argv[0]}): {exc}") from None
+    started()
     state = "completed"
     while [p.poll() for p in procs].count(None):  # poll every rank, not only the first running
         if sig.received or any(p.returncode not in (None, 0) for p in procs):
@@ -163,7 +166,8 @@ def _run_local(plan: LaunchPlan, logs: Path, sig: _Signals) -> tuple[dict[int, i
     return codes, state
 
 
-def _run_step(plan: LaunchPlan, logs: Path, sig: _Signals) -> tuple[dict[int, int], str, list[str], int]:
+def _run_step(plan: LaunchPlan, logs: Path, sig: _Signals, started: Callable[[], None]
+              ) -> tuple[dict[int, int], str, list[str], int]:
     lines: list[str] = []
     proc = subprocess.Popen(plan.argv, env={**os.environ, **plan.secret_env},
                             stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -177,6 +181,7 @@ def _run_step(plan: LaunchPlan, logs: Path, sig: _Signals) -> tuple[dict[int, in
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
+    started()
 
     def cancel() -> None:
         # Two SIGINTs within a second make srun pass SIGINT to every task (the shims stop their
@@ -204,18 +209,17 @@ def _run_step(plan: LaunchPlan, logs: Path, sig: _Signals) -> tuple[dict[int, in
 
 def _cleanup_containers(plan: LaunchPlan, logs: Path) -> None:
     """Slurm may SIGKILL the shims; remove their containers on every node that ran one."""
-    label = f"hpcai.run={Path(plan.run_dir).name}"
+    from hpcai.site import Host
+
+    cleanup = [*Host().shim(), "--cleanup", f"hpcai.run={Path(plan.run_dir).name}", "--", plan.runtime]
     hosts = sorted({p.read_text().strip() for p in logs.glob("rank-*.host")} - {""})
-    if hosts:
-        argv = ["srun", f"--nodes={len(hosts)}", "--ntasks-per-node=1", f"--nodelist={','.join(hosts)}",
-                sys.executable, "-m", "hpcai.shim", "--cleanup", label, "--", plan.runtime]
+    srun = ["srun", f"--nodes={len(hosts)}", "--ntasks-per-node=1", f"--nodelist={','.join(hosts)}"]
+    # on the nodes, and here for engines shared with this host
+    for argv in ([*srun, *cleanup], cleanup) if hosts else (cleanup,):
         try:
             subprocess.run(argv, capture_output=True, timeout=120, check=False)
         except (OSError, subprocess.TimeoutExpired):
             pass
-    from hpcai.shim import cleanup  # and here, for engines shared with this host
-
-    cleanup(plan.runtime, label)
 
 
 def _follow(path: Path, done: threading.Event) -> None:
@@ -243,7 +247,7 @@ def _digest(plan: LaunchPlan) -> str | None:
     """docker/podman: the image Id; a SIF or SquashFS file: its sha256 (hpcai.digests)."""
     path = Path(plan.image)
     if plan.runtime in ("docker", "podman"):
-        from hpcai.runtimes.docker import image_id
+        from hpcai.engine import image_id
 
         return image_id(plan.runtime, plan.image)
     if path.is_file():
@@ -264,12 +268,15 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
     run_dir = Path(plan.run_dir)
     _make_dir(run_dir)
     logs = run_dir / record.LOGS
-    data = plan.to_json()
-    data["image_digest"] = None
+    data: dict = {}
     digest: dict[str, str | None] = {}
     hasher = threading.Thread(target=lambda: digest.setdefault("d", _digest(plan)), daemon=True)
-    hasher.start()  # a SIF can be many GB: hash it while the ranks run
-    record.write_json(run_dir / record.PLAN, data)
+
+    def write_plan() -> None:  # once the ranks are starting: this is not on their critical path
+        data.update(plan.to_json(), image_digest=None)
+        record.write_json(run_dir / record.PLAN, data)
+        hasher.start()  # a SIF can be many GB: hash it while the ranks run
+
     started = time.time()
     status = record.RunStatus(state="running", started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     record.write_status(run_dir, status)
@@ -281,11 +288,15 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
     follower = threading.Thread(target=_follow, args=(logs / "rank-0.out", done), daemon=True)
     if echo:  # rank 0's output, live, on stdout (every rank's is in logs/)
         follower.start()
-    with _Signals() as sig:
-        if plan.backend == "local":
-            codes, state = _run_local(plan, logs, sig)
-        else:
-            codes, state, srun_lines, rc = _run_step(plan, logs, sig)
+    try:
+        with _Signals() as sig:
+            if plan.backend == "local":
+                codes, state = _run_local(plan, logs, sig, write_plan)
+            else:
+                codes, state, srun_lines, rc = _run_step(plan, logs, sig, write_plan)
+    finally:
+        if not data:  # nothing started: the record still says what was meant to run
+            write_plan()
     wall = round(time.time() - started, 3)
     done.set()
     if echo:

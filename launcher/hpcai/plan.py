@@ -154,13 +154,13 @@ def parse_vars(args: tuple[str, ...]) -> dict[str, str]:
 
 def _payload(opts: LaunchOptions, valid: list[str] | None) -> tuple[str, dict[str, str], list[str]]:
     """(label, vars, command after the entrypoint)."""
-    from hpcai import payloads
-    from hpcai.runtimes import BENCH
-
     if opts.cmd:
         if opts.payload or opts.payload_args:
             raise UsageError("give either a payload name or --cmd with a raw command, not both")
         return "cmd", {}, list(opts.cmd)
+    from hpcai import payloads
+    from hpcai.runtimes import BENCH
+
     if not opts.payload:
         raise UsageError(f"no payload given; valid: {', '.join(valid or payloads.available_payloads())}")
     known = valid if valid is not None else payloads.available_payloads()
@@ -177,10 +177,10 @@ def _payload(opts: LaunchOptions, valid: list[str] | None) -> tuple[str, dict[st
 def _check_mpi_launch(label: str, backend: str, geom: Geometry) -> None:
     """A payload that needs one MPI world cannot run under the local backend with several ranks:
     its N containers would each be an MPI world of one (and report "ranks 1")."""
-    from hpcai import payloads
-
     if backend != "local" or geom.ntasks < 2 or geom.per_gpu:
         return
+    from hpcai import payloads
+
     if label in payloads.available_payloads() and payloads.load_payload(label).needs_mpi:
         raise UsageError(f"payload {label} needs an MPI process manager, which the local backend is not "
                          f"({geom.ntasks} ranks would be {geom.ntasks} MPI worlds of 1): launch it with "
@@ -239,7 +239,7 @@ def check_image(runtime_name: str, runtime: Any, image: str) -> dict[str, str]:
             raise UsageError(f"image not found: {image} (the {runtime_name} runtime takes a file "
                              "or folder path)")
         return {}
-    from hpcai.runtimes.docker import image_labels
+    from hpcai.engine import image_labels
 
     return image_labels(runtime.binary, image)
 
@@ -257,14 +257,16 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     backend = opts.backend or site.backend
     if backend not in BACKENDS:
         raise unknown("backend", backend, BACKENDS)
-    labels = check_image(runtime_name, runtime, opts.image) if check else {}
-    image_payloads = [p for p in labels.get("hpcai.payloads", "").split(",") if p] or None
-    label, payload_vars, command = _payload(opts, image_payloads)
+    if check and hasattr(runtime, "prefetch"):
+        runtime.prefetch(opts.image)  # the engine answers while the binds are worked out
     container_env = {**site.env, **parse_env(opts.env, env_now)}
     secret_env = {k: v for k, v in container_env.items() if is_secret(k)}
     container_env = {k: v for k, v in container_env.items() if k not in secret_env}
     binds, warnings = site_binds(site, host)
     binds += parse_binds(opts.binds)
+    labels = check_image(runtime_name, runtime, opts.image) if check else {}
+    image_payloads = [p for p in labels.get("hpcai.payloads", "").split(",") if p] or None
+    label, payload_vars, command = _payload(opts, image_payloads)
     job_id = env_now.get("SLURM_JOB_ID") if backend == "srun" else None
     run_dir = _run_dir(opts, label, job_id)
     log_dir = str(run_dir / record.LOGS)
@@ -331,7 +333,7 @@ def _plan_step(plan: LaunchPlan, spec: Any, runtime: Any, site: SiteProfile, hos
         plan.master_port = hostnames.master_port(plan.job_id, site.master_port)
     if not _needs_shim(runtime_name, site, backend, opts):
         # ch-run (and apptainer without --cleanenv) inherit SLURM_*; the image's entrypoint turns
-        # them into rank variables, so no per-rank Python start is paid.
+        # them into rank variables, so no per-rank shim is needed.
         extra = {"MASTER_ADDR": plan.master_addr, "MASTER_PORT": plan.master_port,
                  "HPCAI_MASTER_ADDR_SUFFIX": None if plan.master_addr else site.master_addr_suffix}
         extra = {k: str(v) for k, v in extra.items() if v and k not in container_env}
@@ -352,7 +354,7 @@ def _needs_shim(runtime_name: str, site: SiteProfile, backend: str, opts: Launch
 
 def _shim(host: Host, runtime_name: str, site: SiteProfile, plan: LaunchPlan, run_dir: Path,
           backend: str) -> list[str]:
-    # Format: python -S -E …/hpcai/shim.py --kind docker --name hpcai-{jobid}-RUN-{rank} --pass 'SLURM_*'
+    # Format: /bin/sh …/entrypoints/hpcai-shim --kind docker --name hpcai-{jobid}-RUN-{rank} --pass 'SLURM_*'
     #         [--suffix i] [--master-addr A] [--port P] [--per-gpu] --exit-dir RUN/logs
     log_dir = str(run_dir / record.LOGS)
     shim = [*host.shim(), "--kind", runtime_name]

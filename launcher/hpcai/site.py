@@ -218,9 +218,11 @@ class Host:
         return sys.executable
 
     def shim(self) -> list[str]:
-        """argv prefix of the rank shim: run as a script without site (-S) or PYTHON* variables
-        (-E), since it starts once per rank and needs only the stdlib (see hpcai.shim)."""
-        return [self.python(), "-S", "-E", str(Path(__file__).with_name("shim.py"))]
+        """argv prefix of the rank shim, entrypoints/hpcai-shim: POSIX sh, since it starts once
+        per rank (a Python start there cost more than hpcai's whole overhead budget)."""
+        from hpcai.resources import data_path
+
+        return ["/bin/sh", str(data_path("entrypoints", "hpcai-shim"))]
 
 
 def split_bind(spec: str) -> tuple[str, str]:

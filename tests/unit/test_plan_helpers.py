@@ -14,7 +14,7 @@ from hpcai.site import Host
 
 GOLDEN = Path(__file__).parent / "golden_launch"
 PY = "/usr/bin/python3"
-SHIM_PY = "/usr/lib/python3/dist-packages/hpcai/shim.py"
+SHIM_PATH = "/usr/lib/python3/dist-packages/hpcai/_data/entrypoints/hpcai-shim"
 
 
 class FakeHost(Host):
@@ -60,7 +60,7 @@ class FakeHost(Host):
         return PY
 
     def shim(self):
-        return [PY, "-S", "-E", SHIM_PY]
+        return ["/bin/sh", SHIM_PATH]
 
 
 CRAY = FakeHost(paths={"/opt/cray/libfabric/1.15.2.0/lib64", "/opt/cray/libfabric/1.22.0/lib64",

@@ -9,13 +9,12 @@ parsed by `fast_launch` (argparse), typer only serves --help and unusual input.
 from __future__ import annotations
 
 import os
-import shlex
-import subprocess
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Optional
 
+TYPE_CHECKING = False  # imports stay lazy: `hpcai launch` starts its image check before the rest
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import typer
 
 PANEL = "Launch"
@@ -58,6 +57,8 @@ def options_argv(opts) -> list[str]:
 
 def sbatch_script(plan, opts, python: str) -> str:
     """The batch script: #SBATCH lines from the plan, then `hpcai launch` inside the allocation."""
+    import shlex
+
     g = plan.geometry
     lines = ["#!/bin/bash",
              "# Written by `hpcai submit`. Inside the allocation, `hpcai launch` plans the step again",
@@ -84,6 +85,9 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
     Shared by `hpcai submit` and `hpcai sweep --submit`. Secret --env values go to sbatch's own
     environment (the job inherits it), never into the script.
     """
+    import subprocess
+    from pathlib import Path
+
     from hpcai.errors import HpcaiError
 
     if plan.backend != "srun":
@@ -120,26 +124,26 @@ def register(app: typer.Typer) -> None:
     import typer  # here, not at the top: `hpcai launch` is parsed without typer (fast_launch)
 
     def launch(
-        words: Optional[list[str]] = typer.Argument(None, metavar="PAYLOAD [VAR=VALUE…] | --cmd -- CMD…",
+        words: list[str] | None = typer.Argument(None, metavar="PAYLOAD [VAR=VALUE…] | --cmd -- CMD…",
                                                     help="Payload name and var=value overrides, or with --cmd the raw command."),
         image: str = typer.Option(..., "--image", "-i", envvar="HPCAI_IMAGE", help="SIF/SquashFS path or engine image."),
         cmd: bool = typer.Option(False, "--cmd", help="Run the raw command given after `--` instead of a payload."),
         nodes: int = typer.Option(1, "--nodes", "-N", help="Nodes."),
-        ntasks_per_node: Optional[int] = typer.Option(None, "--ntasks-per-node", help="Ranks per node [default: site GPUs per node, else 1]."),
-        gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="GPUs per node [default: the site's]."),
-        cpus_per_task: Optional[int] = typer.Option(None, "--cpus-per-task", "-c", help="CPUs per rank [default: node CPUs / ranks]."),
+        ntasks_per_node: int | None = typer.Option(None, "--ntasks-per-node", help="Ranks per node [default: site GPUs per node, else 1]."),
+        gpus_per_node: int | None = typer.Option(None, "--gpus-per-node", help="GPUs per node [default: the site's]."),
+        cpus_per_task: int | None = typer.Option(None, "--cpus-per-task", "-c", help="CPUs per rank [default: node CPUs / ranks]."),
         time_: str = typer.Option("", "--time", "-t", help="Time limit (Slurm format)."),
         partition: str = typer.Option("", "--partition", "-p", envvar="HPCAI_PARTITION"),
         account: str = typer.Option("", "--account", "-A", envvar="HPCAI_ACCOUNT"),
-        site: Optional[str] = typer.Option(None, "--site", envvar="HPCAI_SITE", help="Site profile [default: autodetect, else generic-slurm, else local]."),
-        runtime: Optional[str] = typer.Option(None, "--runtime", envvar="HPCAI_RUNTIME", help="apptainer, singularity, charliecloud, docker, podman [default: the site's]."),
-        backend: Optional[str] = typer.Option(None, "--backend", help="srun, mpiexec, local [default: the site's]."),
+        site: str | None = typer.Option(None, "--site", envvar="HPCAI_SITE", help="Site profile [default: autodetect, else generic-slurm, else local]."),
+        runtime: str | None = typer.Option(None, "--runtime", envvar="HPCAI_RUNTIME", help="apptainer, singularity, charliecloud, docker, podman [default: the site's]."),
+        backend: str | None = typer.Option(None, "--backend", help="srun, mpiexec, local [default: the site's]."),
         bind: list[str] = typer.Option([], "--bind", "-B", help="SRC[:DST], repeatable."),
         env: list[str] = typer.Option([], "--env", "-e", help="KEY=VALUE (or KEY: copy this shell's value), repeatable."),
-        mpi: Optional[str] = typer.Option(None, "--mpi", help="pmi2, pmix, cray_shasta, pspmix, none [default: the site's]."),
+        mpi: str | None = typer.Option(None, "--mpi", help="pmi2, pmix, cray_shasta, pspmix, none [default: the site's]."),
         per_gpu: bool = typer.Option(False, "--per-gpu", help="Independent single-GPU copies, CPUs split evenly."),
         nodelist: str = typer.Option("", "--nodelist", "-w", help="Slurm host list (mpiexec: hostfile)."),
-        output_dir: Optional[str] = typer.Option(None, "--output-dir", "-o", help="Run record folder [default: runs/<time>-<payload>[-<jobid>]]."),
+        output_dir: str | None = typer.Option(None, "--output-dir", "-o", help="Run record folder [default: runs/<time>-<payload>[-<jobid>]]."),
         energy: bool = typer.Option(False, "--energy", help="Measure power per node (jpwr) into the record."),
         no_entrypoint: bool = typer.Option(False, "--no-entrypoint", help="The image has no hpcai-entrypoint: run the command bare."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact command and the site; start nothing."),
@@ -166,24 +170,24 @@ def register(app: typer.Typer) -> None:
                 context_settings={"allow_interspersed_args": True})(launch)
 
     def submit(
-        words: Optional[list[str]] = typer.Argument(None, metavar="PAYLOAD [VAR=VALUE…] | --cmd -- CMD…"),
+        words: list[str] | None = typer.Argument(None, metavar="PAYLOAD [VAR=VALUE…] | --cmd -- CMD…"),
         image: str = typer.Option(..., "--image", "-i", envvar="HPCAI_IMAGE"),
         cmd: bool = typer.Option(False, "--cmd"),
         nodes: int = typer.Option(1, "--nodes", "-N"),
-        ntasks_per_node: Optional[int] = typer.Option(None, "--ntasks-per-node"),
-        gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node"),
-        cpus_per_task: Optional[int] = typer.Option(None, "--cpus-per-task", "-c"),
+        ntasks_per_node: int | None = typer.Option(None, "--ntasks-per-node"),
+        gpus_per_node: int | None = typer.Option(None, "--gpus-per-node"),
+        cpus_per_task: int | None = typer.Option(None, "--cpus-per-task", "-c"),
         time_: str = typer.Option("", "--time", "-t"),
         partition: str = typer.Option("", "--partition", "-p", envvar="HPCAI_PARTITION"),
         account: str = typer.Option("", "--account", "-A", envvar="HPCAI_ACCOUNT"),
-        site: Optional[str] = typer.Option(None, "--site", envvar="HPCAI_SITE"),
-        runtime: Optional[str] = typer.Option(None, "--runtime", envvar="HPCAI_RUNTIME"),
+        site: str | None = typer.Option(None, "--site", envvar="HPCAI_SITE"),
+        runtime: str | None = typer.Option(None, "--runtime", envvar="HPCAI_RUNTIME"),
         bind: list[str] = typer.Option([], "--bind", "-B"),
         env: list[str] = typer.Option([], "--env", "-e"),
-        mpi: Optional[str] = typer.Option(None, "--mpi"),
+        mpi: str | None = typer.Option(None, "--mpi"),
         per_gpu: bool = typer.Option(False, "--per-gpu"),
         nodelist: str = typer.Option("", "--nodelist", "-w"),
-        output_dir: Optional[str] = typer.Option(None, "--output-dir", "-o"),
+        output_dir: str | None = typer.Option(None, "--output-dir", "-o"),
         energy: bool = typer.Option(False, "--energy"),
         no_entrypoint: bool = typer.Option(False, "--no-entrypoint"),
         no_submit: bool = typer.Option(False, "--no-submit", help="Write the script, do not call sbatch."),
@@ -275,6 +279,10 @@ def fast_launch(argv: list[str]) -> int | None:
         return None
     if not ns.image or (ns.dry_run and ns.as_json):
         return None
+    if ns.runtime in ("docker", "podman") and not (ns.dry_run or ns.as_json):
+        from hpcai.engine import prefetch
+
+        prefetch(ns.runtime, ns.image)  # the engine answers while hpcai imports and plans
     from hpcai.plan import plan_launch
 
     kw = {k: getattr(ns, k) for k in ("ntasks_per_node", "gpus_per_node", "cpus_per_task", "site",

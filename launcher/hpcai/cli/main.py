@@ -10,9 +10,12 @@ typer app is built on first use: `hpcai.cli.main.app` still works as an attribut
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from hpcai.errors import HpcaiError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~5 ms) on every launch
+if TYPE_CHECKING:
+    from typing import Any
 
 _APP: Any = None
 

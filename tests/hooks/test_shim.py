@@ -1,0 +1,166 @@
+"""entrypoints/hpcai-shim, the per-rank shim of `hpcai launch`, run for real under dash and bash.
+
+The engine after `--` is a stand-in script (tests/hooks/fake-engine below), because what is
+checked is what the shim hands to docker/apptainer: argv, environment, signals, exit files.
+Real containers through the shim are covered by tests/integration/test_launch_slurm.py.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+import pytest
+from hooklib import BASE_ENV, REPO
+
+SHIM = REPO / "entrypoints" / "hpcai-shim"
+SLURM = {"SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SLURM_NTASKS": "8", "SLURM_NODEID": "1",
+         "SLURM_TASKS_PER_NODE": "4(x2)", "SLURM_JOB_ID": "99", "SLURM_STEP_NODELIST": "nid[003-004]",
+         "SLINGSHOT_VNIS": "1234", "HOME": "/root"}
+RANKS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
+# Prints its argv and environment as JSON; `kill NAME` and `ps`/`rm` are recorded in $FAKE_LOG.
+FAKE_ENGINE = """#!/usr/bin/env python3
+import json, os, sys
+log = os.environ.get("FAKE_LOG")
+if log and sys.argv[1] in ("kill", "ps", "rm"):
+    with open(log, "a") as fh:
+        fh.write(" ".join(sys.argv[1:]) + "\\n")
+    if sys.argv[1] == "ps":
+        print("c1\\nc2")
+    sys.exit(0)
+print(json.dumps({"argv": sys.argv[1:], "env": dict(os.environ)}))
+"""
+
+
+@pytest.fixture
+def engine(workdir):
+    path = workdir / "fake-engine"
+    path.write_text(FAKE_ENGINE.replace("/usr/bin/env python3", sys.executable))
+    path.chmod(0o755)
+    return str(path)
+
+
+def shim(shell, options, cmd, env, **kw):
+    return subprocess.run([shell, str(SHIM), *options, "--", *cmd], env={**BASE_ENV, **env},
+                          capture_output=True, text=True, timeout=30, check=False, **kw)
+
+
+def ranks_of(shell, env, *options):
+    res = shim(shell, list(options), ["sh", "-c", 'for v in "$@"; do eval "echo $v=\\${$v-}"; done', "-", *RANKS],
+               env)
+    assert res.returncode == 0, res.stderr
+    return dict(line.split("=", 1) for line in res.stdout.splitlines())
+
+
+def test_rank_variables_from_slurm(shell):
+    assert ranks_of(shell, SLURM) == {"RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4",
+                                      "NODE_RANK": "1", "MASTER_ADDR": "nid003", "MASTER_PORT": str(99 + 61000)}
+
+
+def test_given_values_win_and_launcher_values_come_first(shell):
+    got = ranks_of(shell, {**SLURM, "MASTER_ADDR": "given"}, "--master-addr", "nid777", "--port", "7010")
+    assert got["MASTER_ADDR"] == "given" and got["MASTER_PORT"] == "7010"
+    assert ranks_of(shell, SLURM, "--master-addr", "nid777")["MASTER_ADDR"] == "nid777"
+    assert ranks_of(shell, {"SLURM_PROCID": "0"})["MASTER_PORT"] == "29500"  # no job id
+
+
+def test_pmi_and_per_gpu(shell):
+    pmi = ranks_of(shell, {"PMI_RANK": "3", "PMI_LOCAL_RANK": "1", "PMI_SIZE": "4", "PMI_LOCAL_SIZE": "2"})
+    assert (pmi["RANK"], pmi["LOCAL_RANK"], pmi["WORLD_SIZE"], pmi["LOCAL_WORLD_SIZE"]) == ("3", "1", "4", "2")
+    copy = ranks_of(shell, SLURM, "--per-gpu")
+    assert copy == {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "NODE_RANK": "0",
+                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(99 + 61000 + 1)}  # + LOCAL_RANK
+
+
+def test_suffix_applies_only_when_the_name_resolves(shell):
+    assert ranks_of(shell, {**SLURM, "SLURM_STEP_NODELIST": "localhost"}, "--suffix", "")["MASTER_ADDR"] == "localhost"
+    res = shim(shell, ["--suffix", "i"], ["sh", "-c", 'echo "$MASTER_ADDR"'],
+               {**SLURM, "SLURM_STEP_NODELIST": "nosuchhost[1-2]"})
+    assert res.stdout == "nosuchhost1\n" and "nosuchhost1i does not resolve" in res.stderr
+
+
+def test_docker_gets_a_name_and_variable_names_not_values(shell, engine, workdir):
+    (workdir / "SLURM_DECOY").write_text("")  # a --pass glob must not match files in the cwd
+    hostile = ["a b", "it's", "$(touch /tmp/pwned)", "x;y", "new\nline"]
+    res = shim(shell, ["--kind", "docker", "--name", "hpcai-{jobid}-r-{rank}", "--pass", "SLURM_*",
+                       "--pass", "SLINGSHOT_*"], [engine, "run", "--rm", "img", *hostile],
+               SLURM, cwd=workdir)
+    assert res.returncode == 0, res.stderr
+    argv = json.loads(res.stdout)["argv"]
+    assert argv[:2] == ["run", "--name=hpcai-99-r-5"] and argv[-6:] == ["--rm", "img", *hostile][-6:]
+    forwarded = [argv[i + 1] for i, t in enumerate(argv) if t == "-e"]
+    assert {"SLINGSHOT_VNIS", "SLURM_PROCID", "RANK", "MASTER_ADDR"} <= set(forwarded)
+    assert "HOME" not in forwarded and "SLURM_DECOY" not in forwarded
+    assert len(forwarded) == len(set(forwarded)) and not any("=" in f for f in forwarded)
+
+
+def test_apptainer_gets_apptainerenv(shell, engine):
+    res = shim(shell, ["--kind", "apptainer", "--pass", "SLINGSHOT_*"], [engine, "exec", "i", "x"],
+               {**SLURM, "APPTAINERENV_RANK": "user"})
+    out = json.loads(res.stdout)
+    assert out["argv"] == ["exec", "i", "x"]
+    assert out["env"]["APPTAINERENV_RANK"] == "user"  # never overwritten
+    assert out["env"]["APPTAINERENV_WORLD_SIZE"] == "8" and out["env"]["APPTAINERENV_SLINGSHOT_VNIS"] == "1234"
+    assert "APPTAINERENV_HOME" not in out["env"]
+
+
+def test_exit_code_file_logs_and_stdin(shell, workdir):
+    res = shim(shell, ["--kind", "charliecloud", "--exit-dir", str(workdir)], ["sh", "-c", "cat; exit 4"],
+               SLURM, input="from stdin\n")
+    assert res.returncode == 4 and res.stdout == "from stdin\n"
+    assert (workdir / "rank-5.exit").read_text() == "4\n"
+    logs = workdir / "logs"
+    res = shim(shell, ["--log-dir", str(logs)], ["sh", "-c", "echo out; echo err >&2"], SLURM)
+    assert res.returncode == 0 and res.stdout == ""
+    assert (logs / "rank-5.out").read_text() == "out\n" and (logs / "rank-5.err").read_text() == "err\n"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_reach_the_child_and_its_code_is_kept(shell, workdir, sig):
+    proc = subprocess.Popen([shell, str(SHIM), "--exit-dir", str(workdir), "--", "sh", "-c",
+                             "trap 'exit 9' TERM; echo ready; sleep 30 & wait"],
+                            env={**BASE_ENV, **SLURM}, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(sig)  # SIGINT arrives as SIGTERM: background commands of sh ignore SIGINT
+    assert proc.wait(timeout=20) == 9
+    assert (workdir / "rank-5.exit").read_text() == "9\n"
+
+
+def test_sigterm_kills_the_container_by_name(shell, workdir, engine):
+    log = workdir / "engine.log"
+    wrapper = workdir / "slow-engine"  # `run` blocks like an attached docker run
+    wrapper.write_text(f"#!/bin/sh\n[ \"$1\" = run ] || exec {engine} \"$@\"\necho ready; sleep 30 & wait\n")
+    wrapper.chmod(0o755)
+    proc = subprocess.Popen([shell, str(SHIM), "--kind", "docker", "--name", "hpcai-{jobid}-{rank}",
+                             "--exit-dir", str(workdir), "--", str(wrapper), "run", "img"],
+                            env={**BASE_ENV, **SLURM, "FAKE_LOG": str(log), "SLURMD_NODENAME": "nid003"},
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 128 + signal.SIGTERM
+    assert log.read_text() == "kill hpcai-99-5\n"
+    assert (workdir / "rank-5.host").read_text() == "nid003\n"
+
+
+def test_cleanup_removes_labelled_containers(shell, workdir, engine):
+    log = workdir / "engine.log"
+    res = shim(shell, ["--cleanup", "hpcai.run=r1"], [engine], {"FAKE_LOG": str(log)})
+    assert res.returncode == 0
+    assert log.read_text() == "ps -aq --filter label=hpcai.run=r1\nrm -f c1 c2\n"
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--bogus", "1"], "bad option '--bogus'"), (["--kind"], "option --kind needs a value"),
+    (["--kind", "docker"], "no command after --"), (["--kind", "docker", "--", "docker"], "no 'docker run' after --")])
+def test_bad_options_exit_2(shell, options, message):
+    res = subprocess.run([shell, str(SHIM), *options], env=BASE_ENV, capture_output=True, text=True,
+                         timeout=30, check=False)
+    assert (res.returncode, res.stderr) == (2, f"hpcai-shim: {message}\n")
+
+
+def test_plans_point_at_this_file():
+    from hpcai.site import Host
+
+    assert Host().shim() == ["/bin/sh", str(SHIM)]
