@@ -15,8 +15,6 @@ from __future__ import annotations
 import glob as _glob
 import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field, fields
@@ -181,7 +179,7 @@ class Host:
 
     def ldconfig_dir(self, soname: str) -> str | None:
         """Folder where the dynamic loader finds `soname` (`ldconfig -p`), if any."""
-        exe = shutil.which("ldconfig") or "/sbin/ldconfig"
+        exe = self.which("ldconfig") or "/sbin/ldconfig"
         try:
             res = subprocess.run([exe, "-p"], capture_output=True, text=True, timeout=10, check=False)
         except (OSError, subprocess.TimeoutExpired):
@@ -191,16 +189,23 @@ class Host:
                 return str(Path(line.split("=>", 1)[1].strip()).parent)
         return None
 
+    # socket and shutil are imported where needed: every launch pays for module imports
     def hostname(self) -> str:
-        return socket.gethostname()
+        return os.uname().nodename  # what socket.gethostname() returns
 
     def fqdn(self) -> str:
-        return socket.getfqdn() if "." not in socket.gethostname() else socket.gethostname()
+        import socket
+
+        return socket.getfqdn() if "." not in self.hostname() else self.hostname()
 
     def which(self, cmd: str) -> str | None:
+        import shutil
+
         return shutil.which(cmd)
 
     def resolve(self, name: str) -> str | None:
+        import socket
+
         try:
             return socket.gethostbyname(name)
         except OSError:
@@ -210,6 +215,8 @@ class Host:
         return dict(os.environ)
 
     def free_port(self) -> int:
+        import socket
+
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             return s.getsockname()[1]
