@@ -251,7 +251,10 @@ class _Parser:
             def error(self, message):
                 raise _Unsupported(message)
 
-        p = P(add_help=False, allow_abbrev=False)
+        # a fixed width: argparse's default formatter imports shutil (and zlib, bz2, lzma) to ask
+        # the terminal, ~3 ms of every launch for help text that typer prints anyway
+        p = P(add_help=False, allow_abbrev=False,
+              formatter_class=lambda prog: argparse.HelpFormatter(prog, width=100))
         for dest, flags, kind, envvar in FAST_OPTIONS:
             default = os.environ.get(envvar) if envvar else None
             if kind == "flag":
