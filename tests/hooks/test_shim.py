@@ -86,13 +86,14 @@ def test_docker_gets_a_name_and_variable_names_not_values(shell, engine, workdir
     hostile = ["a b", "it's", "$(touch /tmp/pwned)", "x;y", "new\nline"]
     res = shim(shell, ["--kind", "docker", "--name", "hpcai-{jobid}-r-{rank}", "--pass", "SLURM_*",
                        "--pass", "SLINGSHOT_*"], [engine, "run", "--rm", "img", *hostile],
-               SLURM, cwd=workdir)
+               {**SLURM, "NOTE": "x\nexport SLURM_FAKE='1'\ndeclare -x SLINGSHOT_FAKE=2"}, cwd=workdir)
     assert res.returncode == 0, res.stderr
     argv = json.loads(res.stdout)["argv"]
-    assert argv[:2] == ["run", "--name=hpcai-99-r-5"] and argv[-6:] == ["--rm", "img", *hostile][-6:]
+    assert argv[:2] == ["run", "--name=hpcai-99-r-5"] and argv[-7:] == ["--rm", "img", *hostile]
     forwarded = [argv[i + 1] for i, t in enumerate(argv) if t == "-e"]
     assert {"SLINGSHOT_VNIS", "SLURM_PROCID", "RANK", "MASTER_ADDR"} <= set(forwarded)
     assert "HOME" not in forwarded and "SLURM_DECOY" not in forwarded
+    assert "SLURM_FAKE" not in forwarded and "SLINGSHOT_FAKE" not in forwarded  # lines of a value
     assert len(forwarded) == len(set(forwarded)) and not any("=" in f for f in forwarded)
 
 
