@@ -1,3 +1,3 @@
-from hpcai.cli.main import run
+from hpcai.cli.main import main
 
-run()
+main()
