@@ -2,13 +2,11 @@
 # hf-clm: Transformers + Accelerate into the image's venv; on GPU families also datasets and
 # DeepSpeed (ops compiled just in time at run time, so the build needs no CUDA toolchain match).
 set -euo pipefail
-prefix=${HPCAI_PREFIX:-/opt/hpcai}
-py="$prefix/venv/bin/python"
-# Pin what the base image already has (its framework, numpy, ...): nothing installed here may
-# replace or shadow it, whatever the packages below would like to upgrade.
-pins=$(mktemp)
-"$py" -m pip list --format=freeze 2>/dev/null \
-  | grep -iE '^(torch|torchvision|torchaudio|numpy|tensorflow|tensorflow-cpu|keras|triton)==' > "$pins" || true
+# shellcheck source=../../dockerfiles/install/payload-lib.sh
+. "$HPCAI_PAYLOAD_LIB"
+py="${HPCAI_PREFIX:-/opt/hpcai}/venv/bin/python"
+# The base image's framework and numpy stay as they are, whatever the packages below would like.
+pins=$(base_pins "$py" 'torch|torchvision|torchaudio|numpy|tensorflow|tensorflow-cpu|keras|triton')
 pip=("$py" -m pip install --no-cache-dir -c "$pins")
 "${pip[@]}" -r requirements.txt
 case ${HPCAI_FAMILY:-cpu} in

@@ -4,6 +4,8 @@
 # flavor has a GPU, so `device=gpu` measures GPU buffers. Builder stage, installs under
 # $HPCAI_PREFIX/osu.
 set -euo pipefail
+# shellcheck source=../../dockerfiles/install/payload-lib.sh
+. "$HPCAI_PAYLOAD_LIB"
 prefix=${HPCAI_PREFIX:-/opt/hpcai}
 : "${OSU_MICRO_BENCHMARKS_URL:?components manifest must provide osu-micro-benchmarks}" "${OSU_MICRO_BENCHMARKS_SHA256:?}"
 if [ "${HPCAI_MPI:-ompi}" = none ]; then
@@ -11,10 +13,7 @@ if [ "${HPCAI_MPI:-ompi}" = none ]; then
   exit 1
 fi
 export PATH="$prefix/bin:$PATH"
-archive=$("$HPCAI_FETCH" "$OSU_MICRO_BENCHMARKS_URL" "$OSU_MICRO_BENCHMARKS_SHA256")
-work=$(mktemp -d)
-tar -xf "$archive" -C "$work"
-cd "$work"/osu-micro-benchmarks-*
+enter_source "$OSU_MICRO_BENCHMARKS_URL" "$OSU_MICRO_BENCHMARKS_SHA256"
 conf=(--prefix="$prefix/osu" CC=mpicc CXX=mpicxx)
 case ${HPCAI_FAMILY:-cpu} in
   cuda) cuda=${CUDA_HOME:-/usr/local/cuda}

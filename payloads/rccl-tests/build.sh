@@ -5,23 +5,13 @@
 # which hpcai only renders with --allow-unverified and fetch.sh downloads with a warning. Without
 # the entry the build stops here rather than produce an image silently missing rccl-tests.
 set -euo pipefail
-prefix=${HPCAI_PREFIX:-/opt/hpcai}
+# shellcheck source=../../dockerfiles/install/payload-lib.sh
+. "$HPCAI_PAYLOAD_LIB"
 if [ -z "${RCCL_TESTS_URL:-}" ] || [ -z "${RCCL_TESTS_SHA256:-}" ]; then
   echo "rccl-tests: no pinned source; add [components.\"rccl-tests\"] (url of a commit archive," \
        "sha256) to components.toml, or drop rccl-tests from the payload list" >&2
   exit 1
 fi
-archive=$("$HPCAI_FETCH" "$RCCL_TESTS_URL" "$RCCL_TESTS_SHA256")
-work=$(mktemp -d)
-tar -xf "$archive" -C "$work"
-cd "$work"/rccl-tests-*
+enter_source "$RCCL_TESTS_URL" "$RCCL_TESTS_SHA256"
 rocm=${ROCM_PATH:-/opt/rocm}
-args=(HIP_HOME="$rocm" RCCL_HOME="${RCCL_HOME:-$rocm}")
-if [ "${HPCAI_MPI:-none}" != none ]; then
-  mpicc=$(PATH="$prefix/bin:$PATH" command -v mpicc)
-  args+=(MPI=1 MPI_HOME="$(dirname "$(dirname "$mpicc")")")
-fi
-make -j"$(nproc)" "${args[@]}"
-install -d "$prefix/bin"
-install -m 0755 build/*_perf "$prefix/bin/"
-test -x "$prefix/bin/all_reduce_perf"
+build_perf_tests HIP_HOME="$rocm" RCCL_HOME="${RCCL_HOME:-$rocm}"

@@ -123,7 +123,7 @@ def test_install_and_run_scripts_are_shellcheck_clean():
     exe = shutil.which("shellcheck") or str(__import__("pathlib").Path(sys.executable).parent / "shellcheck")
     scripts = [str(p) for p in _scripts(".sh")]
     assert len(scripts) >= 8
-    res = subprocess.run([exe, "--shell=bash", *scripts], capture_output=True, text=True)
+    res = subprocess.run([exe, "--shell=bash", "-x", "-P", "SCRIPTDIR", *scripts], capture_output=True, text=True)
     assert res.returncode == 0, res.stdout
 
 

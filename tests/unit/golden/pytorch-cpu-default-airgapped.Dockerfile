@@ -105,7 +105,7 @@ COPY install/finalize.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/finalize.sh
 # Step: payload mpi-allreduce (runtime)
 COPY payload-hooks/mpi-allreduce/ /opt/hpcai-build/payloads/mpi-allreduce/
-COPY install/payload-hook.sh /opt/hpcai-build/install/
+COPY install/payload-hook.sh install/payload-lib.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/payload-hook.sh mpi-allreduce install-debian.sh
 # Nothing of the build stays in the image: scripts, CA bundle, downloads.
 RUN rm -rf /opt/hpcai-build

@@ -78,11 +78,11 @@ COPY install/horovod.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/horovod.sh
 # Step: payload nccl-tests (build)
 COPY payload-hooks/nccl-tests/ /opt/hpcai-build/payloads/nccl-tests/
-COPY install/payload-hook.sh /opt/hpcai-build/install/
+COPY install/payload-hook.sh install/payload-lib.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/payload-hook.sh nccl-tests build.sh
 # Step: payload osu (build)
 COPY payload-hooks/osu/ /opt/hpcai-build/payloads/osu/
-COPY install/payload-hook.sh /opt/hpcai-build/install/
+COPY install/payload-hook.sh install/payload-lib.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/payload-hook.sh osu build.sh
 
 FROM nvcr.io/nvidia/pytorch:25.06-py3

@@ -72,7 +72,7 @@ COPY install/aws-ofi-nccl.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/aws-ofi-nccl.sh
 # Step: payload osu (build)
 COPY payload-hooks/osu/ /opt/hpcai-build/payloads/osu/
-COPY install/payload-hook.sh /opt/hpcai-build/install/
+COPY install/payload-hook.sh install/payload-lib.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/payload-hook.sh osu build.sh
 
 FROM rocm/tensorflow:rocm6.4-py3.12-tf2.18-dev
