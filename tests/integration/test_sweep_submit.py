@@ -14,20 +14,6 @@ from pathlib import Path
 import pytest
 
 
-def _wait_for_jobs(job_ids: list[str], timeout: float) -> None:
-    """Poll squeue until none of job_ids is pending or running."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        q = subprocess.run(["squeue", "--noheader", "--format=%i", "--jobs", ",".join(job_ids)],
-                           capture_output=True, text=True)
-        # squeue exits non-zero once the ids have left its memory: they ended too.
-        if q.returncode != 0 or not q.stdout.split():
-            return
-        time.sleep(1)
-    subprocess.run(["scancel", *job_ids])
-    pytest.fail(f"jobs {job_ids} still queued after {timeout} s")
-
-
 @pytest.mark.slurm
 @pytest.mark.docker
 @pytest.mark.timeout(600)
@@ -35,16 +21,19 @@ def test_sweep_submit_then_results(tmp_path, hpcai_exe, pytorch_cpu_image):
     image = pytorch_cpu_image
     sweep_dir = tmp_path / "sweep"
     started = time.monotonic()
-    sub = subprocess.run([*hpcai_exe, "sweep", "--submit", "--nodes", "1,2", "--ntasks-per-node", "1",
+    sub = subprocess.run([*hpcai_exe, "sweep", "--submit", "--wait", "--wait-timeout", "240",
+                          "--nodes", "1,2", "--ntasks-per-node", "1",
                           "--site", "generic-slurm", "--runtime", "docker", "--mpi", "pmix", "--image", image,
                           "--var", "max_bytes=65536", "--var", "iters=5", "--var", "warmup=1",
-                          "-o", str(sweep_dir), "mpi-allreduce"], capture_output=True, text=True, timeout=60)
+                          "-o", str(sweep_dir), "mpi-allreduce"], capture_output=True, text=True, timeout=300)
     assert sub.returncode == 0, sub.stderr
-    job_ids = sub.stdout.split()
-    assert len(job_ids) == 2 and all(j.isdigit() for j in job_ids), sub.stdout
+    job_ids = sub.stdout.split()[:2]  # the job ids come first, then the tables --wait prints
+    assert all(j.isdigit() for j in job_ids), sub.stdout
+    assert "busbw_max_size" in sub.stdout and "scaling" in sub.stdout, sub.stdout
+    assert subprocess.run(["squeue", "--noheader", "--jobs", ",".join(job_ids)],
+                          capture_output=True, text=True).stdout.strip() == ""  # really over
     runs = json.loads((sweep_dir / "sweep.json").read_text())["runs"]
     assert [(r["nodes"], r["job_id"]) for r in runs] == list(zip([1, 2], job_ids))
-    _wait_for_jobs(job_ids, timeout=120)
 
     for r in runs:
         run_dir = Path(r["run_dir"])
@@ -62,4 +51,24 @@ def test_sweep_submit_then_results(tmp_path, hpcai_exe, pytorch_cpu_image):
     export = subprocess.run([*hpcai_exe, "results", "export", "--csv", str(sweep_dir)], capture_output=True, text=True)
     rows = list(csv.DictReader(io.StringIO(export.stdout)))
     assert [r["Nodes"] for r in rows] == ["1", "2"] and all(r["Metric"] == "busbw_max_size" for r in rows)
-    assert time.monotonic() - started < 60
+    assert time.monotonic() - started < 120
+
+
+@pytest.mark.slurm
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+def test_submit_wait_reports_the_failed_rank(tmp_path, hpcai_exe, pytorch_cpu_image):
+    """`hpcai submit --wait`: returns once the job has left squeue, with the launch's verdict."""
+    run_dir = tmp_path / "run"
+    res = subprocess.run([*hpcai_exe, "submit", "--wait", "--wait-timeout", "200", "--image", pytorch_cpu_image,
+                          "--site", "generic-slurm", "--runtime", "docker",
+                          "-N", "2", "--ntasks-per-node", "1", "-o", str(run_dir), "--cmd", "--",
+                          "sh", "-c", 'exit $((SLURM_PROCID * 3))'], capture_output=True, text=True, timeout=260)
+    assert res.returncode == 1, res.stderr
+    job_id = res.stdout.split()[0]
+    assert f"job {job_id}: rank 1 (exit code 3) failed" in res.stderr
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "failed" and status["failed_ranks"] == [1]
+    from hpcai import jobs
+
+    assert jobs.queued([job_id, "999999"]) == []  # ended and unknown ids alike: nothing queued

@@ -113,6 +113,17 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
     return script, job_id
 
 
+def _wait_for(job_id: str, run_dir, timeout_s: float | None) -> int:
+    """Wait for one submitted job; report how it ended; its exit code (0, 1, or 130 cancelled)."""
+    from hpcai import jobs
+
+    sys.stderr.write(f"waiting for job {job_id} …\n")
+    jobs.wait_for_jobs([job_id], timeout_s)
+    state, message = jobs.final_state(run_dir)
+    sys.stderr.write(f"job {job_id}: {message}\nrun record: {run_dir}\n")
+    return {"completed": 0, "cancelled": 130}.get(state, 1)
+
+
 def _site_sbatch(plan) -> tuple[str, ...]:
     from hpcai.site import load_site
 
@@ -191,9 +202,15 @@ def register(app: typer.Typer) -> None:
         energy: bool = typer.Option(False, "--energy"),
         no_entrypoint: bool = typer.Option(False, "--no-entrypoint"),
         no_submit: bool = typer.Option(False, "--no-submit", help="Write the script, do not call sbatch."),
+        wait: bool = typer.Option(False, "--wait", help="Wait for the job to end; exit with its status."),
+        wait_timeout: float | None = typer.Option(None, "--wait-timeout", help="Give up waiting after SECONDS."),
     ) -> None:
         """Write an sbatch script for the same plan as `launch` and submit it (unless --no-submit)."""
+        from hpcai.errors import UsageError
         from hpcai.plan import plan_launch
+
+        if (wait or wait_timeout is not None) and no_submit:
+            raise UsageError("--wait needs a submitted job; drop --no-submit")
 
         opts = _options(image, list(words or []), cmd, nodes=nodes, ntasks_per_node=ntasks_per_node,
                         gpus_per_node=gpus_per_node, cpus_per_task=cpus_per_task, time=time_,
@@ -202,6 +219,8 @@ def register(app: typer.Typer) -> None:
                         output_dir=output_dir, energy=energy, no_entrypoint=no_entrypoint)
         script, job_id = submit_plan(plan_launch(opts, check=not no_submit), opts, submit=not no_submit)
         sys.stdout.write((job_id or str(script)) + "\n")
+        if job_id and (wait or wait_timeout is not None):
+            raise typer.Exit(_wait_for(job_id, script.parent, wait_timeout))
 
     app.command("submit", rich_help_panel=PANEL,
                 context_settings={"allow_interspersed_args": True})(submit)

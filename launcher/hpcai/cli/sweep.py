@@ -1,8 +1,9 @@
 """CLI command: `hpcai sweep --nodes 1,2,4,8 [--var batch_size=32,64] PAYLOAD` — scaling series.
 
 Without --submit every point runs now, one after another; with --submit each point becomes its
-own sbatch job (as `hpcai submit` writes it) and the command returns once all are queued;
---no-submit writes the scripts only.
+own sbatch job (as `hpcai submit` writes it) and the command returns once all are queued, or with
+--wait once all have ended, printing the results and scaling tables; --no-submit writes the
+scripts only.
 """
 
 from __future__ import annotations
@@ -29,13 +30,18 @@ def sweep(
     submit: Optional[bool] = typer.Option(None, "--submit/--no-submit", show_default=False,
                                           help="One sbatch job per point (--no-submit: write the scripts only) "
                                                "(default: run every point now)."),
+    wait: bool = typer.Option(False, "--wait", help="With --submit: wait for every job, then print the tables."),
+    wait_timeout: Optional[float] = typer.Option(None, "--wait-timeout", help="Give up waiting after SECONDS."),
 ) -> None:
     """Run a payload over node counts (× variable values): one run record per point, in one sweep folder."""
     import time
 
     from hpcai.console import err, out
+    from hpcai.errors import UsageError
     from hpcai.results import sweep as sw
 
+    if (wait or wait_timeout is not None) and not submit:
+        raise UsageError("--wait waits for submitted jobs: use it with --submit")
     node_list = sw.parse_nodes(nodes)
     variables = sw.parse_vars(var or [])
     pts = sw.points(node_list, variables)
@@ -54,11 +60,31 @@ def sweep(
         for r in runs:  # stdout like `hpcai submit`: job ids, or the scripts with --no-submit
             out.print(r["job_id"] or r["script"], markup=False, soft_wrap=True)
         what = "jobs submitted" if submit else "sbatch scripts written"
+        if submit and (wait or wait_timeout is not None):
+            _wait(runs, folder, wait_timeout)
+            return
         err.print(f"sweep: {len(runs)} {what} in {folder}; once they end, `hpcai results show {folder}`",
                   soft_wrap=True, markup=False)
         return
     run_dirs = sw.run_sweep(payload, node_list, variables, folder, base)
     err.print(f"sweep of {len(run_dirs)} runs in {folder}; see `hpcai results show {folder}`", soft_wrap=True)
+
+
+def _wait(runs: list[dict], folder: Path, timeout_s: float | None) -> None:
+    """Wait for the sweep's jobs, show its tables, and exit 1 naming the points that did not complete."""
+    from hpcai import jobs
+    from hpcai.cli.results import show_cmd
+    from hpcai.console import err
+
+    err.print(f"sweep: waiting for {len(runs)} jobs in {folder} …", soft_wrap=True, markup=False)
+    jobs.wait_for_jobs([r["job_id"] for r in runs], timeout_s)
+    show_cmd([folder])
+    bad = [(r, jobs.final_state(Path(r["run_dir"]))) for r in runs]
+    bad = [(r, msg) for r, (state, msg) in bad if state != "completed"]
+    for r, msg in bad:
+        err.print(f"error: {r['nodes']} node(s), job {r['job_id']}: {msg}", soft_wrap=True, markup=False)
+    if bad:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
