@@ -1,8 +1,8 @@
 """Shared test fixtures: engine detection and the CLI runner.
 
-Integration tests carry a marker naming the engine they need (docker, slurm, charliecloud,
+Integration tests carry a marker naming the engine they need (docker, podman, slurm, charliecloud,
 apptainer, gpu). Without the engine they skip — except when HPCAI_REQUIRE_ENGINES=1 (CI), where a
-missing docker/slurm/charliecloud engine is a failure, so CI can never pass by skipping.
+missing docker/podman/slurm/charliecloud engine is a failure, so CI can never pass by skipping.
 Apptainer and GPUs cannot exist on CI, so their tests always skip when absent.
 """
 
@@ -36,6 +36,8 @@ def _ok(argv: list[str], timeout: float = 20) -> bool:
 def engine_available(name: str) -> bool:
     if name == "docker":
         return _ok(["docker", "info"])
+    if name == "podman":
+        return _ok(["podman", "info"])
     if name == "slurm":
         return _ok(["sinfo", "-h", "-N"]) and _ok(["scontrol", "ping"])
     if name == "charliecloud":
@@ -47,13 +49,13 @@ def engine_available(name: str) -> bool:
     return True
 
 
-REQUIRED_ON_CI = ("docker", "slurm", "charliecloud")
+REQUIRED_ON_CI = ("docker", "podman", "slurm", "charliecloud")
 
 
 @pytest.fixture(autouse=True)
 def _engines(request):
     """Skip (or, on CI, fail) a test whose engine marker names an engine this machine lacks."""
-    for name in ("docker", "slurm", "charliecloud", "apptainer", "gpu"):
+    for name in ("docker", "podman", "slurm", "charliecloud", "apptainer", "gpu"):
         if request.node.get_closest_marker(name) is None or engine_available(name):
             continue
         if REQUIRE and name in REQUIRED_ON_CI:
@@ -99,14 +101,14 @@ def hpcai_exe() -> list[str]:
 # HPCAI_PYTORCH_CPU_IMAGE / HPCAI_TENSORFLOW_CPU_IMAGE name an existing image to skip the build.
 
 
-def build_image(flavor: str, workdir: Path, *extra: str) -> str:
+def build_image(flavor: str, workdir: Path, *extra: str, builder: str = "docker") -> str:
     """Run `hpcai build FLAVOR` as a subprocess; return the tag it prints (last stdout line)."""
-    if not engine_available("docker"):
+    if not engine_available(builder):
         if REQUIRE:
-            pytest.fail("docker is required on CI (HPCAI_REQUIRE_ENGINES=1) but not available")
-        pytest.skip("docker not available on this machine")
+            pytest.fail(f"{builder} is required on CI (HPCAI_REQUIRE_ENGINES=1) but not available")
+        pytest.skip(f"{builder} not available on this machine")
     env = {**os.environ, "HPCAI_WORK_DIR": str(workdir)}
-    argv = [sys.executable, "-m", "hpcai", "build", flavor, *pip_build_inputs(), *extra]
+    argv = [sys.executable, "-m", "hpcai", "build", flavor, "--builder", builder, *pip_build_inputs(), *extra]
     res = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=3600, check=False)
     if res.returncode != 0:
         pytest.fail(f"hpcai build {flavor} failed (exit {res.returncode}):\n{res.stderr[-6000:]}")
@@ -118,6 +120,16 @@ def pytorch_cpu_image(tmp_path_factory) -> str:
     """Tag of the real pytorch-cpu image (Debian + Open MPI + libfabric + torch CPU), built once."""
     return os.environ.get("HPCAI_PYTORCH_CPU_IMAGE") or build_image(
         "pytorch-cpu", tmp_path_factory.mktemp("build-pytorch-cpu"))
+
+
+PODMAN_PAYLOADS = ("sanity", "mpi-allreduce", "ddp-bench")
+
+
+@pytest.fixture(scope="session")
+def podman_pytorch_image(tmp_path_factory) -> str:
+    """pytorch-cpu built with `--builder podman`, with PODMAN_PAYLOADS only (tests/integration/test_podman.py)."""
+    return build_image("pytorch-cpu", tmp_path_factory.mktemp("build-podman"),
+                       "--payloads", ",".join(PODMAN_PAYLOADS), builder="podman")
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,8 @@ py=$(venv_python)
 "$py" -m pip install --no-cache-dir -q --upgrade pip wheel
 if [ -n "${HPCAI_FRAMEWORK_REQUIREMENT:-}" ]; then
   log "installing $HPCAI_FRAMEWORK_REQUIREMENT"
-  "$py" -m pip install --no-cache-dir "$HPCAI_FRAMEWORK_REQUIREMENT"
+  # shellcheck disable=SC2086  # several requirements, separated by spaces
+  "$py" -m pip install --no-cache-dir $HPCAI_FRAMEWORK_REQUIREMENT
 fi
 case ${HPCAI_FRAMEWORK:-} in
   pytorch) "$py" -c 'import torch; print("torch", torch.__version__)' ;;

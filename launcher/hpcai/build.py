@@ -22,7 +22,8 @@ from hpcai.errors import HpcaiError, UsageError
 from hpcai.spec import ImageSpec
 
 BUILDERS = ("docker", "podman")
-STEP_RE = re.compile(r"^(?:Step|STEP) (\d+)/(\d+)\s*:\s*(.*)$")
+# docker: "Step 3/40 : RUN …"; podman/buildah number the steps of each stage: "[1/2] STEP 3/14: RUN …"
+STEP_RE = re.compile(r"^(?:\[(\d+)/\d+\]\s+)?(?:Step|STEP) (\d+)/(\d+)\s*:\s*(.*)$")
 MISMATCH_RE = re.compile(r"checksum mismatch for (\S+?):")
 DAEMON_HINT = ("start one with `sudo dockerd` (or tests/infra/docker-up.sh), "
                "or build with Podman: --builder podman / DOCKER=podman")
@@ -113,6 +114,7 @@ def run_build(spec: ImageSpec, builder: str, context: Path, no_cache: bool = Fal
     log.parent.mkdir(parents=True, exist_ok=True)
     tail: deque[str] = deque(maxlen=30)
     step, total, text, cached, started = 0, 0, "starting", 0, time.monotonic()
+    stage_steps: dict[str, int] = {}  # steps per build stage, in order (one entry for docker)
     with log.open("w") as fh, Status("", console=err) as status:
         fh.write(f"$ {shlex.join(argv)}\n")
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -123,9 +125,9 @@ def run_build(spec: ImageSpec, builder: str, context: Path, no_cache: bool = Fal
             fh.flush()  # the log is the user's window into a long step
             line = line.rstrip("\n")
             tail.append(line)
-            m = STEP_RE.match(line.strip())
-            if m:
-                step, total, text = int(m.group(1)), int(m.group(2)), m.group(3)
+            parsed = parse_step(line, stage_steps)
+            if parsed:
+                step, total, text = parsed
             elif "Using cache" in line:
                 cached += 1
             status.update(f"[bold]{spec.tag}[/] step {step}/{total} "
@@ -135,6 +137,17 @@ def run_build(spec: ImageSpec, builder: str, context: Path, no_cache: bool = Fal
     if rc != 0:
         _fail(spec, step, total, text, list(tail), log)
     return BuildResult(spec.tag, log, total, cached, seconds)
+
+
+def parse_step(line: str, stage_steps: dict[str, int]) -> tuple[int, int, str] | None:
+    """(step, total so far, instruction) from a builder's step line, counted across stages;
+    stage_steps (stage -> its step count) carries the stages seen so far."""
+    m = STEP_RE.match(line.strip())
+    if not m:
+        return None
+    stage_steps[m.group(1) or "1"] = int(m.group(3))
+    earlier = sum(list(stage_steps.values())[:-1])
+    return earlier + int(m.group(2)), sum(stage_steps.values()), m.group(4)
 
 
 def _fail(spec: ImageSpec, step: int, total: int, text: str, tail: list[str], log: Path) -> None:

@@ -87,7 +87,7 @@ def manifest() -> dict[str, Component]:
 
 
 def python_requirement(framework: str) -> str:
-    """pip requirement of a CPU flavor's framework (`torch==2.13.0`)."""
+    """pip requirements of a CPU flavor's framework, space-separated (`torch==2.13.0 numpy==2.4.6`)."""
     return _raw()["python"][framework]
 
 

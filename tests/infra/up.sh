@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start every engine the test suite uses, installing what is missing (root + apt only):
-# Docker + a local Debian base, charliecloud, and the Slurm test cluster nid[001-004].
+# Docker + a local Debian base, Podman (the same base copied over), charliecloud, and the Slurm
+# test cluster nid[001-004].
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
@@ -14,4 +15,5 @@ if ((${#pkgs[@]})) && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; the
 fi
 
 bash "$here/docker-up.sh"
+bash "$here/podman-up.sh"
 if [ -x "$here/slurm-up.sh" ]; then bash "$here/slurm-up.sh"; fi

@@ -179,3 +179,19 @@ def test_rccl_tests_render_needs_allow_unverified(hpcai, monkeypatch):
     assert hpcai("render", "pytorch-rocm").exit_code == 0  # default ROCm payloads need no flag
     monkeypatch.setenv("ALLOW_UNVERIFIED", "1")  # the Make route: make build-pytorch-rocm ALLOW_UNVERIFIED=1
     assert hpcai("render", "pytorch-rocm", "--payloads", "sanity,rccl-tests").exit_code == 0
+
+
+def test_progress_counts_steps_across_podman_stages():
+    """Step lines as the real builders print them: docker's classic builder numbers the whole
+    Dockerfile, podman/buildah each stage (lines from a real `hpcai build --builder podman` log)."""
+    from hpcai.build import parse_step
+
+    docker: dict[str, int] = {}
+    assert parse_step("Step 7/40 : RUN bash /opt/hpcai-build/install/openmpi.sh", docker) == (
+        7, 40, "RUN bash /opt/hpcai-build/install/openmpi.sh")
+    podman: dict[str, int] = {}
+    assert parse_step("[1/2] STEP 1/14: FROM debian:bookworm-slim AS builder", podman) == (
+        1, 14, "FROM debian:bookworm-slim AS builder")
+    assert parse_step("[1/2] STEP 14/14: RUN bash x.sh", podman)[:2] == (14, 14)
+    assert parse_step("[2/2] STEP 3/20: COPY --from=builder /opt/hpcai /opt/hpcai", podman)[:2] == (17, 34)
+    assert parse_step("--> Using cache 29e009bb7703", podman) is None

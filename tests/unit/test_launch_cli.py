@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 
 import pytest
@@ -105,7 +106,9 @@ def test_sites_and_doctor(hpcai):
     bad = hpcai("sites", "show", "mars")
     assert bad.exit_code == 2 and "valid: cray-ex-amd" in bad.stderr
     doc = json.loads(hpcai("doctor", "--json").stdout)
-    assert {c["name"] for c in doc["checks"]} >= {"srun", "apptainer", "ch-run", "docker", "/dev/cxi*"}
+    checks = {c["name"]: c["found"] for c in doc["checks"]}
+    assert set(checks) >= {"srun", "apptainer", "ch-run", "docker", "podman", "catatonit", "/dev/cxi*"}
+    assert bool(checks["catatonit"]) == os.path.exists("/usr/libexec/podman/catatonit")  # Debian's path
     assert doc["site"] in names
     table = hpcai("doctor")
     assert table.exit_code == 0 and "detected site" in table.stdout

@@ -16,6 +16,7 @@ CHECKS = [
     ("ch-run", "cmd:ch-run", "apt/dnf install charliecloud for --runtime charliecloud"),
     ("docker", "cmd:docker", "install docker (workstations, --site local)"),
     ("podman", "cmd:podman", "only needed for --runtime podman"),
+    ("catatonit", "glob:/usr/libexec/*/catatonit", "install catatonit for --runtime podman (ranks run with --init)"),
     ("nvidia-smi", "cmd:nvidia-smi", "no NVIDIA GPU/driver: GPU payloads will not run here"),
     ("rocm-smi", "cmd:rocm-smi", "no AMD GPU/ROCm: GPU payloads will not run here"),
     ("Cray libfabric", "glob:/opt/cray/libfabric/*/lib64", "not a Cray EX node: no Slingshot fabric swap"),

@@ -30,7 +30,7 @@ ENV HPCAI_FLAVOR="pytorch-cpu" \
 COPY ca-bundle.crt /opt/hpcai-build/ca-bundle.crt
 # Local wheels (air-gapped sites, CPU builds of the framework); lib.sh adds them to pip's find-links.
 COPY wheelhouse/ /opt/hpcai-build/wheelhouse/
-ENV HPCAI_FRAMEWORK_REQUIREMENT="torch==2.13.0"
+ENV HPCAI_FRAMEWORK_REQUIREMENT="torch==2.13.0 numpy==2.4.6"
 # Step: python venv and framework
 COPY install/python-venv.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/python-venv.sh
@@ -133,6 +133,6 @@ LABEL org.opencontainers.image.title="hpcai pytorch-cpu" \
       hpcai.version="0.1.0" \
       hpcai.git-sha="0123456789ab" \
       hpcai.build-date="2026-01-01T00:00:00Z" \
-      hpcai.component.framework="torch==2.13.0"
+      hpcai.component.framework="torch==2.13.0 numpy==2.4.6"
 ENTRYPOINT ["/opt/hpcai/bin/hpcai-entrypoint"]
 CMD ["/opt/hpcai/bin/hpcai-bench"]
