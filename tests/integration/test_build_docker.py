@@ -48,6 +48,10 @@ def test_image_has_no_toolchain_and_no_build_leftovers(pytorch_cpu_image):
                      "echo PIP_CERT=${PIP_CERT:-}; echo LD=$LD_LIBRARY_PATH",
                      entrypoint="/bin/sh")
     assert res.stdout.splitlines() == ["PIP_CERT=", "LD=/opt/hpcai/lib"], res.stdout
+    # Not in a lower layer either: the final stage never copies the CA bundle or the wheelhouse.
+    history = subprocess.run(["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", pytorch_cpu_image],
+                             capture_output=True, text=True, check=True).stdout
+    assert "ca-bundle" not in history and "wheelhouse" not in history, history
 
 
 def test_bind_destinations_default_suite_and_self_test(pytorch_cpu_image):

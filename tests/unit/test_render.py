@@ -161,7 +161,9 @@ def test_unknown_format_and_unsupported_payload():
 def test_wheelhouse_and_ca_bundle_stay_in_the_builder(tmp_path):
     ca = tmp_path / "ca.crt"
     ca.write_text("x")
-    spec = make_spec("pytorch-cpu", wheelhouse=str(tmp_path), ca_bundle=str(ca), payloads="sanity", **FIXED)
+    # mpi-allreduce has a runtime hook (final stage): still neither input reaches that stage
+    spec = make_spec("pytorch-cpu", wheelhouse=str(tmp_path), ca_bundle=str(ca), payloads="sanity,mpi-allreduce",
+                     **FIXED)
     ins = _instructions(render(spec, "docker"))
     final = ins[_final_start(ins):]
     builder = ins[:len(ins) - len(final)]

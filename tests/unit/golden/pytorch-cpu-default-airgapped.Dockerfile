@@ -98,8 +98,6 @@ ENV PATH="/opt/hpcai/bin:/opt/hpcai/venv/bin:$PATH" \
     HPCAI_DEFAULT_SUITE="sanity,mpi-allreduce" \
     OMPI_ALLOW_RUN_AS_ROOT="1" \
     OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1"
-# Payload runtime hooks may pip install through the site's proxy; removed again below.
-COPY ca-bundle.crt /opt/hpcai-build/ca-bundle.crt
 # Step: finalize prefix
 COPY install/finalize.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/finalize.sh
@@ -107,7 +105,8 @@ RUN /opt/hpcai-build/install/finalize.sh
 COPY payload-hooks/mpi-allreduce/ /opt/hpcai-build/payloads/mpi-allreduce/
 COPY install/payload-hook.sh install/payload-lib.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/payload-hook.sh mpi-allreduce install-debian.sh
-# Nothing of the build stays in the image: scripts, CA bundle, downloads.
+# Nothing of the build stays in the image: scripts, downloads. (The CA bundle and wheelhouse never
+# reach this stage: payload runtime hooks install system packages only; downloads are build hooks.)
 RUN rm -rf /opt/hpcai-build
 COPY runtime/ /opt/hpcai/
 COPY payloads/ /opt/hpcai/payloads/

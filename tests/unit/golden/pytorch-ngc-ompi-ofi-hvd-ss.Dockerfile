@@ -117,7 +117,8 @@ ENV LD_LIBRARY_PATH="/opt/hpcai/hpc-libs:$LD_LIBRARY_PATH" \
 # Step: site libraries
 COPY install/hpc-libs.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/hpc-libs.sh
-# Nothing of the build stays in the image: scripts, CA bundle, downloads.
+# Nothing of the build stays in the image: scripts, downloads. (The CA bundle and wheelhouse never
+# reach this stage: payload runtime hooks install system packages only; downloads are build hooks.)
 RUN rm -rf /opt/hpcai-build
 COPY runtime/ /opt/hpcai/
 COPY payloads/ /opt/hpcai/payloads/

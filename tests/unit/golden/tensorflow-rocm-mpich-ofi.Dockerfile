@@ -99,7 +99,8 @@ ENV PATH="/opt/hpcai/bin:/opt/hpcai/venv/bin:$PATH" \
 # Step: finalize prefix
 COPY install/finalize.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/finalize.sh
-# Nothing of the build stays in the image: scripts, CA bundle, downloads.
+# Nothing of the build stays in the image: scripts, downloads. (The CA bundle and wheelhouse never
+# reach this stage: payload runtime hooks install system packages only; downloads are build hooks.)
 RUN rm -rf /opt/hpcai-build
 COPY runtime/ /opt/hpcai/
 COPY payloads/ /opt/hpcai/payloads/
