@@ -9,7 +9,6 @@ folder, and break a download's checksum on purpose.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess

@@ -237,7 +237,7 @@ def test_docker_two_versions_and_broken_links_pick_newest(image, host_lib, tmp_p
     assert (probe.rc, probe.maps, probe.fi_info_ok) == (0, [f"/host/lib/{name}"], True)
     assert len(probe.warnings) == 2
     assert "broken symlink /host/lib/libfabric.so.1.99.0 ignored" in probe.warnings[0]
-    assert f"several libfabric versions in /host/lib" in probe.warnings[1] and name in probe.warnings[1]
+    assert "several libfabric versions in /host/lib" in probe.warnings[1] and name in probe.warnings[1]
 
 
 @pytest.mark.docker

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_plan_helpers import CRAY, PY, SHIM_PATH, FakeHost, check_golden
+from test_plan_helpers import CRAY, SHIM_PATH, FakeHost, check_golden
 
 from hpcai.errors import UsageError
 from hpcai.plan import LaunchOptions, plan_launch

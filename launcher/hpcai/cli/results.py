@@ -92,7 +92,6 @@ def show_cmd(runs: Optional[list[Path]] = typer.Argument(None, help=RUNS_HELP)) 
     """Table of runs: payload, site, nodes × ranks, image, headline metric, status; sweeps add a scaling table."""
     from rich.table import Table
 
-    from hpcai.console import out
     from hpcai.results.sweep import aggregate
 
     records = _records(runs)
