@@ -314,12 +314,13 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
     data["image_digest"] = digest.get("d")
     record.write_json(run_dir / record.PLAN, data)
     record.write_status(run_dir, status)
-    try:
-        from hpcai.results.records import finalize
-    except ImportError:
-        finalize = None
-    if finalize is not None:
-        finalize(run_dir)
+    if plan.payload != "cmd":  # a raw command has no parser to run
+        try:
+            from hpcai.results.records import finalize
+        except ImportError:
+            pass
+        else:
+            finalize(run_dir)
     sys.stderr.write(f"run record: {run_dir}\n")
     if check and state != "completed":
         raise LaunchFailed(status.message, run_dir, 130 if state == "cancelled" else 1)

@@ -36,6 +36,24 @@ def git_sha() -> str:
     repo = _PKG.parents[1]
     if not (repo / ".git").exists():
         return "unknown"
+    return _head_from_files(repo / ".git") or _head_from_git(repo)
+
+
+def _head_from_files(git_dir: Path) -> str | None:
+    """HEAD's commit read from .git itself (a branch ref file or a detached HEAD): every launch
+    records the sha, and a `git` process costs more than the rest of writing the record. Packed
+    refs, worktrees (.git is a file) and anything unusual are left to git."""
+    try:
+        head = (git_dir / "HEAD").read_text().strip()
+        if head.startswith("ref: "):
+            head = (git_dir / head[5:]).read_text().strip()
+    except OSError:
+        return None
+    is_sha = len(head) == 40 and all(c in "0123456789abcdef" for c in head)
+    return head[:12] if is_sha else None
+
+
+def _head_from_git(repo: Path) -> str:
     try:
         res = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"],

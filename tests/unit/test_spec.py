@@ -122,3 +122,18 @@ def test_rccl_tests_needs_allow_unverified():
     spec = make_spec("pytorch-rocm", payloads="sanity,rccl-tests", allow_unverified=True, sha="a")
     assert spec.labels()["hpcai.component.rccl-tests"] == "rocm-6.4.0"
     assert not spec.sources["rccl-tests"].verified
+
+
+def test_git_sha_read_from_the_git_folder(tmp_path):
+    """Branch ref file and detached HEAD are read directly; packed refs are left to git."""
+    from hpcai.resources import _head_from_files
+
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    (tmp_path / "refs" / "heads").mkdir(parents=True)
+    (tmp_path / "refs" / "heads" / "main").write_text(sha + "\n")
+    (tmp_path / "HEAD").write_text("ref: refs/heads/main\n")
+    assert _head_from_files(tmp_path) == sha[:12]
+    (tmp_path / "HEAD").write_text(sha + "\n")  # detached
+    assert _head_from_files(tmp_path) == sha[:12]
+    (tmp_path / "HEAD").write_text("ref: refs/heads/packed-only\n")
+    assert _head_from_files(tmp_path) is None
