@@ -91,6 +91,9 @@ def main() -> int:
     args = ap.parse_args()
 
     env = {**os.environ, "USER": os.environ.get("USER") or "root"}  # ch-run needs USER
+    # As installed: bytecode cached. With this set, every launch would recompile each module
+    # changed since the last import that could write its .pyc (~3 ms per module).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     args.image = args.image or default_image()
     if not args.image:
         print("launch_overhead: no image (give --image or build pytorch-cpu); skipped")
