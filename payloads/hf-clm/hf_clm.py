@@ -154,6 +154,11 @@ def main():
             json.dump(summary, fh, indent=1)
         print("hf-clm: %ssamples/s=%.3f tflops_per_gpu=%.4f (= samples/s x 6 x %d params x %d tokens / %d)"
               % ("SYNTHETIC " if synthetic else "", sps, tflops, params, args.seq_len, world), flush=True)
+    if torch.distributed.is_initialized():
+        # Leave together: a rank whose interpreter exits while the process group's threads still
+        # talk to the others dies in C++ ("terminate called without an active exception").
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
