@@ -2,7 +2,7 @@
 # Podman for the tests: installed from Debian when missing (root + apt), the local Debian base
 # copied over from Docker (no registry is reachable), and container rlimits the machine allows.
 set -euo pipefail
-base=${HPCAI_BASE_IMAGE:-debian:bookworm-slim}
+base=${HPCAI_DEBIAN_BASE:-debian:bookworm-slim}  # as docker-up.sh
 
 # catatonit: the init behind `podman run --init` (hpcai's podman runtime), only a Recommends of
 # Debian's podman.
