@@ -8,9 +8,12 @@ Real containers through the shim are covered by tests/integration/test_launch_sl
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from hooklib import BASE_ENV, REPO
@@ -143,6 +146,39 @@ def test_sigterm_kills_the_container_by_name(shell, workdir, engine):
     assert proc.wait(timeout=20) == 128 + signal.SIGTERM
     assert log.read_text() == "kill hpcai-99-5\n"
     assert (workdir / "rank-5.host").read_text() == "nid003\n"
+
+
+def _proc_status(pid: int) -> dict[str, str]:
+    """/proc/PID/status as a dict (SigCgt: the signals the process has handlers for)."""
+    text = (Path("/proc") / str(pid) / "status").read_text()
+    return dict(line.split(":\t", 1) for line in text.splitlines() if ":\t" in line)
+
+
+def test_a_signal_at_any_moment_ends_the_rank(shell, workdir, engine):
+    """SIGTERM sent at every point of the shim's life, 60 times: before the command starts, between
+    its fork and `_s_pid=$!` (the race that left a rank running in a full CI run), and during the
+    wait. Each time the shim exits 143 at once, writes its exit file and leaves no command behind."""
+    wrapper = workdir / "slow-engine"
+    wrapper.write_text(f"#!/bin/sh\n[ \"$1\" = run ] || exec {engine} \"$@\"\n"
+                       "echo $$ >\"$PID_FILE\"; echo ready; exec sleep 30\n")
+    wrapper.chmod(0o755)
+    for attempt in range(60):
+        pid_file = workdir / f"pid-{attempt}"
+        proc = subprocess.Popen([shell, str(SHIM), "--kind", "docker", "--name", "hpcai-{rank}",
+                                 "--exit-dir", str(workdir), "--", str(wrapper), "run", "img"],
+                                env={**BASE_ENV, **SLURM, "PID_FILE": str(pid_file)},
+                                stdout=subprocess.DEVNULL)
+        # From the moment its traps are set (the shell's own start-up cannot be guarded), 0-28 ms
+        # on: before, during and after the command's start.
+        while "SigCgt" not in (status := _proc_status(proc.pid)) or not int(status["SigCgt"], 16) & 1 << 14:
+            time.sleep(0.0005)
+        time.sleep(attempt % 15 * 0.002)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 143, f"attempt {attempt}"
+        assert (workdir / "rank-5.exit").read_text() == "143\n"
+        if pid_file.exists() and pid_file.read_text().strip():
+            with pytest.raises(ProcessLookupError):
+                os.kill(int(pid_file.read_text()), 0)
 
 
 def test_cleanup_removes_labelled_containers(shell, workdir, engine):
