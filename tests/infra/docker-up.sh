@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Make a Docker engine and a local Debian base image available for builds and tests.
-# Idempotent: installs docker.io/mmdebstrap when missing (root + apt only), starts dockerd when
-# no daemon answers, and creates the base with mmdebstrap + docker import when no registry can
+# Idempotent: installs the docker group of packages.txt when missing (root + apt only), starts
+# dockerd when no daemon answers, and creates the base with mmdebstrap + docker import when no registry can
 # provide it. The Debian mirror is read from this machine's own apt sources, never hard-coded.
 set -euo pipefail
 
@@ -10,18 +10,7 @@ SUITE=${HPCAI_DEBIAN_SUITE:-bookworm}
 
 log() { printf 'docker-up: %s\n' "$*" >&2; }
 
-need_pkgs=()
-command -v docker >/dev/null || need_pkgs+=(docker.io)
-command -v dockerd >/dev/null || need_pkgs+=(docker.io)
-command -v mmdebstrap >/dev/null || need_pkgs+=(mmdebstrap)
-if ((${#need_pkgs[@]})); then
-  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
-    log "missing ${need_pkgs[*]} and cannot install them (need root and apt-get)"; exit 1
-  fi
-  log "installing ${need_pkgs[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
-fi
+bash "$(dirname "$0")/install-packages.sh" docker
 
 if ! docker info >/dev/null 2>&1; then
   [ "$(id -u)" -eq 0 ] || { log "no Docker daemon answers and we are not root to start one"; exit 1; }
@@ -31,11 +20,19 @@ if ! docker info >/dev/null 2>&1; then
   docker info >/dev/null 2>&1 || { log "dockerd did not start; see /var/log/hpcai-dockerd.log"; exit 1; }
 fi
 
+# self_check: a container of the base runs, or this script fails here with Docker's reason.
+self_check() {
+  local out
+  out=$(docker run --rm --network none "$BASE_TAG" true 2>&1) || {
+    log "self-check failed: docker run $BASE_TAG true: $out"; exit 1;
+  }
+  log "docker $(docker version -f '{{.Server.Version}}') runs $BASE_TAG"
+}
+
 if docker image inspect "$BASE_TAG" >/dev/null 2>&1; then
-  log "base image $BASE_TAG present"
+  self_check
   exit 0
 fi
-
 # The host's own apt sources (deb822 or one-line format) become the image's sources.
 sources=""
 for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list; do
@@ -50,3 +47,4 @@ mmdebstrap --quiet --variant=minbase --include=ca-certificates \
   --aptopt='Acquire::Retries "3"' "$SUITE" "$tmp/rootfs.tar" "$sources"
 docker import --change 'CMD ["bash"]' "$tmp/rootfs.tar" "$BASE_TAG" >/dev/null
 log "created $BASE_TAG ($(docker image inspect -f '{{.Size}}' "$BASE_TAG") bytes)"
+self_check

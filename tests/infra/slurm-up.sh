@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Start a real Slurm test cluster on this one machine: munged, slurmctld and four
 # `slurmd -N nid00X` (nodes nid[001-004], one port, spool dir, pid file and log each).
-# Idempotent: daemons that already answer are left alone; a changed config restarts them.
-# Installs slurm-wlm + munge when missing (root + apt only). Needs root: jobs run as root.
+# Idempotent: daemons that already answer are left alone; a changed config, or a change to the
+# packages they load (a plugin's dlopen that failed stays failed until a restart), restarts them.
+# Installs the slurm group of packages.txt when missing (root + apt only). Needs root: jobs run as
+# root. Ends with a self-check: a 2-node step under each MPI plugin the tests use.
 #
 # Settings (environment):
 #   HPCAI_SLURM_NODES      number of fake nodes (default 4 -> nid001..nid004)
 #   HPCAI_SLURM_CPUS       CPUs each node advertises (default 4; oversubscribes the machine)
 #   HPCAI_SLURM_IB_ALIASES 1 (default) also maps nid00Xi to 127.0.0.1, for the JSC suffix test
 #   HPCAI_SLURM_LOGS       log folder (default /var/log/hpcai-slurm)
+#   HPCAI_SLURM_MPI_TYPES  srun --mpi types the self-check runs (default: pmix pmi2 none)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,6 +19,7 @@ NODES=${HPCAI_SLURM_NODES:-4}
 CPUS=${HPCAI_SLURM_CPUS:-4}
 IB_ALIASES=${HPCAI_SLURM_IB_ALIASES:-1}
 LOGS=${HPCAI_SLURM_LOGS:-/var/log/hpcai-slurm}
+MPI_TYPES=${HPCAI_SLURM_MPI_TYPES:-pmix pmi2 none}
 STATE=/var/lib/hpcai-slurm
 SPOOL=/var/spool/slurmd
 RUN=/run/hpcai-slurm
@@ -44,12 +48,7 @@ alive() {  # alive PIDFILE: the process named in the pid file exists
 
 [ "$(id -u)" -eq 0 ] || { log "must run as root (slurmd runs jobs as root here)"; exit 1; }
 
-if ! command -v slurmd >/dev/null || ! command -v munged >/dev/null; then
-  command -v apt-get >/dev/null || { log "slurm-wlm/munge missing and no apt-get"; exit 1; }
-  log "installing slurm-wlm munge"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
-fi
+bash "$here/install-packages.sh" slurm
 
 # --- host names: MASTER_ADDR=nid001 (and the JSC-style nid001i) must resolve -----------------
 for n in $(node_names); do
@@ -93,18 +92,25 @@ rendered=$(sed -e "s|@HOST@|$host|g" -e "s|@CTLD_PORT@|$CTLD_PORT|g" -e "s|@STAT
   -e "s|@RUN@|$RUN|g" -e "s|@LOGS@|$LOGS|g" -e "s|@CPUS@|$CPUS|g" "$here/slurm/slurm.conf.in")
 rendered=${rendered/@NODES@/${nodes_block%$'\n'}}
 
+# What the running daemons were started with: the config and the packages they load.
+loaded_packages() {
+  # shellcheck disable=SC2046  # package names: one word each
+  dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\n' \
+    $(bash "$here/install-packages.sh" --list slurm) slurmd slurmctld libpmix2 2>/dev/null
+}
+started_with="$rendered"$'\n'"$(loaded_packages)"
+
 mkdir -p "$(dirname "$CONF")"
 if [ -f "$CONF" ] && ! grep -q "$MARKER" "$CONF"; then
   log "moving a foreign $CONF aside to $CONF.hpcai-orig"
   mv "$CONF" "$CONF.hpcai-orig"
 fi
-if [ ! -f "$CONF" ] || [ "$(cat "$CONF")" != "$rendered" ]; then
-  if [ -f "$CONF" ]; then
-    log "config changed: restarting the cluster"
-    bash "$here/slurm-down.sh"
-  fi
-  printf '%s\n' "$rendered" >"$CONF"
+if alive "$RUN/slurmctld.pid" && [ "$(cat "$RUN/started-with" 2>/dev/null)" != "$started_with" ]; then
+  log "config or Slurm/PMIx packages changed since the daemons started: restarting the cluster"
+  bash "$here/slurm-down.sh"
 fi
+[ -f "$CONF" ] && [ "$(cat "$CONF")" = "$rendered" ] || printf '%s\n' "$rendered" >"$CONF"
+printf '%s\n' "$started_with" >"$RUN/started-with"
 
 # --- daemons ------------------------------------------------------------------------------------
 if ! alive "$RUN/slurmctld.pid"; then
@@ -136,8 +142,12 @@ for i in $(seq 1 120); do
 done
 [ "$idle" -ge "$want" ] || fail "only $idle of $want nodes are idle after 60 s"
 
-# Smoke test: one task per node, each on a different fake node.
+# Self-check: one task per node, each on a different fake node; then a 2-node step under each MPI
+# plugin the tests use (a plugin that cannot load fails here, naming srun's reason).
 seen=$(timeout 60 srun -N "$NODES" -n "$NODES" --ntasks-per-node=1 printenv SLURMD_NODENAME 2>&1 |
   sort -u | paste -sd, -) || fail "srun smoke test failed: $seen"
 [ "$seen" = "$(node_names | paste -sd, -)" ] || fail "srun smoke test saw nodes '$seen'"
-log "cluster up: $seen idle (config $CONF, logs $LOGS)"
+for mpi in $MPI_TYPES; do
+  out=$(timeout 60 srun -N 2 -n 2 --mpi="$mpi" true 2>&1) || fail "self-check failed: srun -N2 --mpi=$mpi true: $out"
+done
+log "cluster up: $seen idle, srun --mpi=${MPI_TYPES// /|} runs (config $CONF, logs $LOGS)"
