@@ -5,9 +5,12 @@ and tests for engines CI cannot have (apptainer, gpu) are deselected, not skippe
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
-from conftest import REPO, engine_available
+from engines import engine_available
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytest_plugins = ["pytester"]
 
@@ -37,7 +40,7 @@ def test_needs_gpu():
 
 @pytest.fixture
 def suite(pytester):
-    for name in ("conftest.py", "imagebuild.py"):
+    for name in ("conftest.py", "engines.py", "imagebuild.py"):
         shutil.copy(REPO / "tests" / name, pytester.path / name)
     pytester.makeini("[pytest]\nmarkers =\n  apptainer: x\n  gpu: x\n")
     pytester.makepyfile(test_suite=SUITE)

@@ -1,0 +1,36 @@
+"""Which engines this machine has: the one rule tests/conftest.py and the tests themselves use.
+
+A module of its own (not conftest.py) so test modules can import it by a unique name.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+
+
+def _ok(argv: list[str], timeout: float = 20) -> bool:
+    if not shutil.which(argv[0]):
+        return False
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=timeout, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@functools.cache
+def engine_available(name: str) -> bool:
+    if name == "docker":
+        return _ok(["docker", "info"])
+    if name == "podman":
+        return _ok(["podman", "info"])
+    if name == "slurm":
+        return _ok(["sinfo", "-h", "-N"]) and _ok(["scontrol", "ping"])
+    if name == "charliecloud":
+        return bool(shutil.which("ch-run") and shutil.which("ch-convert"))
+    if name == "apptainer":
+        return bool(shutil.which("apptainer") or shutil.which("singularity"))
+    if name == "gpu":
+        return _ok(["nvidia-smi", "-L"]) or _ok(["rocm-smi"])
+    return True
