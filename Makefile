@@ -15,13 +15,15 @@ export WITH_MPI WITH_OFI WITH_HVD HPC_LIBS_DIR PAYLOADS NGC_VERSION ROCM_VERSION
 export BASE_IMAGE APT_SOURCES SOURCES_DIR LIBFABRIC_VERSION OPENMPI_VERSION MPICH_VERSION PMIX_VERSION AWS_OFI_NCCL_VERSION HOROVOD_VERSION
 FORMAT ?= docker
 
-.PHONY: help venv test test-unit lint demo clean base-debian golden bench $(addprefix build-,$(FLAVORS)) $(addprefix sif-,$(FLAVORS)) $(addprefix render-,$(FLAVORS))
+.PHONY: help venv test test-unit lint demo clean base-debian golden bench check-fresh $(addprefix build-,$(FLAVORS)) $(addprefix sif-,$(FLAVORS)) $(addprefix render-,$(FLAVORS))
 
 help:
 	@echo "make demo | test | lint | build-<flavor> | sif-<flavor> | render-<flavor> | base-debian | golden | bench | clean"
 	@echo "flavors: $(FLAVORS)"
 
+# Debian's python3 makes virtualenvs only with python3-venv (tests/infra/packages.txt, group base).
 $(VENV)/.installed: pyproject.toml
+	$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || bash tests/infra/install-packages.sh base
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[test]'
@@ -53,6 +55,10 @@ test: venv
 
 test-unit: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest tests/unit tests/hooks $(PYTEST_ARGS)
+
+# Does tests/infra/packages.txt cover every command the tests use? (a fresh Debian container, simulated)
+check-fresh: venv base-debian
+	$(VENV)/bin/python tests/infra/check-fresh.py --verbose
 
 lint: venv
 	bash tests/infra/lint.sh
