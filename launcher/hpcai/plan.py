@@ -16,7 +16,8 @@ from typing import Any
 
 from hpcai import record
 from hpcai.backends import Geometry, backend_prefix
-from hpcai.errors import UsageError, unknown
+from hpcai.errors import HpcaiError, UsageError, unknown
+from hpcai.pmi import choose_pmi
 from hpcai.site import BACKENDS, MPI_TYPES, Host, SiteProfile, resolve_site, site_binds
 
 
@@ -174,17 +175,17 @@ def _payload(opts: LaunchOptions, valid: list[str] | None) -> tuple[str, dict[st
     return opts.payload, overrides, [BENCH, opts.payload, *(f"{k}={v}" for k, v in overrides.items())]
 
 
-def _check_mpi_launch(label: str, backend: str, geom: Geometry) -> None:
-    """A payload that needs one MPI world cannot run under the local backend with several ranks:
-    its N containers would each be an MPI world of one (and report "ranks 1")."""
-    if backend != "local" or geom.ntasks < 2 or geom.per_gpu:
-        return
+def _check_mpi_launch(label: str, backend: str, geom: Geometry) -> bool:
+    """Does payload LABEL need one MPI world? It then cannot run under the local backend with several
+    ranks: its N containers would each be an MPI world of one (and report "ranks 1")."""
     from hpcai import payloads
 
-    if label in payloads.available_payloads() and payloads.load_payload(label).needs_mpi:
+    needs_mpi = label in payloads.available_payloads() and payloads.load_payload(label).needs_mpi
+    if needs_mpi and backend == "local" and geom.ntasks > 1 and not geom.per_gpu:
         raise UsageError(f"payload {label} needs an MPI process manager, which the local backend is not "
                          f"({geom.ntasks} ranks would be {geom.ntasks} MPI worlds of 1): launch it with "
                          "srun --mpi=pmix (--backend srun) or mpirun (--backend mpiexec)")
+    return needs_mpi
 
 
 def _positive(name: str, value: int | None) -> None:
@@ -233,15 +234,21 @@ def _container_name(run_dir: Path) -> str:
 
 
 def check_image(runtime_name: str, runtime: Any, image: str) -> dict[str, str]:
-    """Fail (exit 2) when the image is missing; return its labels when the engine has them."""
-    if runtime.image_is_file:
-        if not Path(image).exists():
-            raise UsageError(f"image not found: {image} (the {runtime_name} runtime takes a file "
-                             "or folder path)")
-        return {}
-    from hpcai.engine import image_labels
+    """Fail (exit 2) when the image is missing; return its labels where the runtime can read them."""
+    if runtime.image_is_file and not Path(image).exists():
+        raise UsageError(f"image not found: {image} (the {runtime_name} runtime takes a file "
+                         "or folder path)")
+    return runtime.labels(image)
 
-    return image_labels(runtime.binary, image)
+
+def _labels_if_here(runtime: Any, image: str) -> dict[str, str]:
+    """A dry-run's labels: the image need not be here, but where it is, its labels (its MPI) count."""
+    if runtime.image_is_file and not Path(image).exists():
+        return {}
+    try:
+        return runtime.labels(image)
+    except (HpcaiError, OSError):
+        return {}
 
 
 def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = True) -> LaunchPlan:
@@ -264,14 +271,18 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     container_env = {k: v for k, v in container_env.items() if k not in secret_env}
     binds, warnings = site_binds(site, host)
     binds += parse_binds(opts.binds)
-    labels = check_image(runtime_name, runtime, opts.image) if check else {}
+    labels = check_image(runtime_name, runtime, opts.image) if check else _labels_if_here(runtime, opts.image)
     image_payloads = [p for p in labels.get("hpcai.payloads", "").split(",") if p] or None
     label, payload_vars, command = _payload(opts, image_payloads)
     job_id = env_now.get("SLURM_JOB_ID") if backend == "srun" else None
     run_dir = _run_dir(opts, label, job_id)
     log_dir = str(run_dir / record.LOGS)
     geom = _geometry(opts, site, backend, env_now, log_dir)
-    _check_mpi_launch(label, backend, geom)
+    needs_mpi = _check_mpi_launch(label, backend, geom)
+    if backend == "srun":
+        mpi, note = choose_pmi(labels.get("hpcai.mpi", ""), opts.mpi, site, needs_mpi)
+        geom = _replace(geom, mpi=mpi)
+        warnings += [note] if note else []
 
     spec = ContainerSpec(
         image=opts.image, command=tuple(command),

@@ -44,6 +44,7 @@ class SiteProfile:
     backend: str = "srun"               # srun | mpiexec | local
     runtime: str = "apptainer"          # apptainer | singularity | charliecloud | docker | podman
     mpi: str = ""                       # srun --mpi value; "" leaves the cluster default
+    mpi_types: tuple[str, ...] = ()     # the --mpi types this Slurm offers (srun --mpi=list); () unknown
     gpu: str = "none"                   # nvidia (--nv, --gpus) | amd (--rocm, /dev/kfd) | none
     gpus_per_node: int = 0
     cpus_per_node: int = 0              # >0: --cpus-per-task defaults to cpus_per_node / tasks
@@ -68,7 +69,7 @@ class SiteProfile:
 
 _SCHEMA = {f.name: f for f in fields(SiteProfile) if f.name not in ("name", "source")}
 _CHOICES = {"backend": BACKENDS, "runtime": RUNTIMES, "gpu": GPU_KINDS,
-            "mpi": ("",) + MPI_TYPES, "apptainer_command": ("exec", "run")}
+            "mpi": ("",) + MPI_TYPES, "mpi_types": MPI_TYPES, "apptainer_command": ("exec", "run")}
 
 
 def _default(f) -> Any:
@@ -91,9 +92,10 @@ def _coerce(path: str, key: str, value: Any) -> Any:
         ok = isinstance(value, str)
     if not ok:
         raise UsageError(f"{path}: key {key!r} must be {type(want).__name__}, got {value!r}")
-    if key in _CHOICES and value not in _CHOICES[key]:
-        shown = ", ".join(c or '""' for c in _CHOICES[key])
-        raise UsageError(f"{path}: {key} {value!r} is not one of: {shown}")
+    for one in value if isinstance(value, tuple) else (value,):
+        if key in _CHOICES and one not in _CHOICES[key]:
+            shown = ", ".join(c or '""' for c in _CHOICES[key])
+            raise UsageError(f"{path}: {key} {one!r} is not one of: {shown}")
     return value
 
 

@@ -16,6 +16,24 @@ class ApptainerRuntime:
     env_prefix = "APPTAINERENV_"
     image_is_file = True
 
+    def labels(self, image: str) -> dict[str, str]:
+        """The SIF's labels (kept from the Docker image by `hpcai sif`), by `apptainer inspect --json
+        --labels`: {"data": {"attributes": {"labels": {…}}}}. {} where the binary is not installed
+        (a dry-run elsewhere) or cannot read the image: the launch then goes on without them."""
+        import json
+        import shutil
+        import subprocess
+
+        if not shutil.which(self.binary):
+            return {}
+        res = subprocess.run([self.binary, "inspect", "--json", "--labels", image], capture_output=True,
+                             text=True, check=False, stdin=subprocess.DEVNULL)
+        try:
+            labels = json.loads(res.stdout)["data"]["attributes"].get("labels") or {}
+        except (ValueError, KeyError, TypeError):
+            return {}
+        return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+
     def argv(self, spec: ContainerSpec) -> list[str]:
         # Format: env APPTAINERENV_K=V … apptainer exec --cleanenv --nv --bind S:D IMG ENTRY CMD…
         prefix = ["env", *(f"{self.env_prefix}{k}={v}" for k, v in spec.env)] if spec.env else []

@@ -17,6 +17,10 @@ class CharliecloudRuntime:
     binary = "ch-run"
     image_is_file = True
 
+    def labels(self, image: str) -> dict[str, str]:
+        """A Charliecloud image (SquashFS or folder) carries no labels."""
+        return {}
+
     def argv(self, spec: ContainerSpec) -> list[str]:
         # Format: ch-run -b /usr:/host/usr --set-env --env-no-expand --set-env=K=V IMG -- ENTRY CMD…
         argv = [self.binary]

@@ -41,6 +41,12 @@ class DockerRuntime:
 
         prefetch(self.binary, image)
 
+    def labels(self, image: str) -> dict[str, str]:
+        """The local image's labels; exit 2 (listing the local images) when it is not there."""
+        from hpcai.engine import image_labels
+
+        return image_labels(self.binary, image)
+
 
 class PodmanRuntime(DockerRuntime):
     name = "podman"
