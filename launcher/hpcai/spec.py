@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import hashlib
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
@@ -165,12 +166,36 @@ class ImageSpec:
         return self.hpc_libs is not None
 
     @property
+    def variant(self) -> str:
+        """Readable words for each way the build differs from the flavor's default, in the image
+        name as HPE keeps its `-hvd`/`-ss` images apart: -mpich|-nompi, -noofi, -hvd, -arm64, -ss."""
+        words = {Mpi.OMPI: [], Mpi.MPICH: ["mpich"], Mpi.NONE: ["nompi"]}[self.mpi]
+        words += [w for w, on in (("noofi", not self.ofi), ("hvd", self.horovod),
+                                  ("arm64", self.arch != "amd64"), ("ss", self.ss)) if on]
+        return "".join(f"-{w}" for w in words)
+
+    @property
+    def content_digest(self) -> str:
+        """"" for the flavor's own payloads and the default component versions; otherwise 6 hex
+        digits of what differs (the payload list, the versions used), so such builds get a tag of
+        their own. `hpcai inspect` shows the values (hpcai.payloads, hpcai.component.*)."""
+        from hpcai import components
+
+        defaults = components.resolve({})
+        changed = sorted((n, self.sources[n].version, self.sources[n].sha256) for n in self.used_components()
+                         if self.sources[n] != defaults.get(n))
+        if self.payloads == self.flavor.default_payloads and not changed:
+            return ""
+        text = repr((self.payloads, changed))
+        return hashlib.sha256(text.encode()).hexdigest()[:6]
+
+    @property
     def tag(self) -> str:
         if self.tag_override:
             return self.tag_override
         base_tag = split_image(self.base)[1]
-        suffix = "-ss" if self.ss else ""
-        return f"{self.repository}/{self.flavor.name}-hpc{suffix}:{base_tag}-{self.git_sha}"
+        digest = f"-{self.content_digest}" if self.content_digest else ""
+        return f"{self.repository}/{self.flavor.name}-hpc{self.variant}:{base_tag}-{self.git_sha}{digest}"
 
     def labels(self) -> dict[str, str]:
         """OCI and hpcai.* labels; the launcher reads hpcai.payloads and hpcai.mpi."""

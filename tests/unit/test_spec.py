@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,32 @@ def test_tag_format_ss_and_override(tmp_path: Path):
     assert make_spec("pytorch-ngc", hpc_libs=str(libs), sha="s", repository="reg.site/ai/").tag == \
         "reg.site/ai/pytorch-ngc-hpc-ss:25.06-py3-s"
     assert make_spec("pytorch-cpu", tag="mine:1", sha="s").tag == "mine:1"
+
+
+@pytest.mark.parametrize("options, name, digest", [
+    ({}, "pytorch-ngc-hpc", False),
+    ({"mpi": "mpich"}, "pytorch-ngc-hpc-mpich", False), ({"mpi": "none"}, "pytorch-ngc-hpc-nompi", False),
+    ({"ofi": "0"}, "pytorch-ngc-hpc-noofi", False), ({"horovod": "1"}, "pytorch-ngc-hpc-hvd", False),
+    ({"arch": "arm64"}, "pytorch-ngc-hpc-arm64", False),
+    ({"mpi": "mpich", "horovod": "1", "ofi": "0"}, "pytorch-ngc-hpc-mpich-noofi-hvd", False),
+    ({"payloads": "none"}, "pytorch-ngc-hpc", True), ({"payloads": "sanity,osu"}, "pytorch-ngc-hpc", True),
+    ({"sets": ["libfabric=2.6.0"]}, "pytorch-ngc-hpc", True),
+])
+def test_every_variant_has_a_tag_of_its_own(options, name, digest):
+    tag = make_spec("pytorch-ngc", sha="s", **options).tag
+    assert re.fullmatch(rf"hpcai/{name}:25\.06-py3-s" + (r"-[0-9a-f]{6}" if digest else ""), tag), tag
+
+
+def test_variant_tags_never_collide_and_unused_versions_do_not_count():
+    variants = [{}, {"mpi": "mpich"}, {"mpi": "none"}, {"ofi": "0"}, {"horovod": "1"}, {"arch": "arm64"},
+                {"payloads": "none"}, {"payloads": "sanity"}, {"payloads": "sanity,osu"},
+                {"sets": ["libfabric=2.6.0"]}, {"sets": ["openmpi=5.0.9"]}, {"mpi": "mpich", "horovod": "1"}]
+    tags = [make_spec("pytorch-ngc", sha="s", **v).tag for v in variants]
+    assert len(set(tags)) == len(tags), tags
+    # Open MPI's version does not change an MPICH image, nor libfabric's a CPU image (Debian's packages).
+    assert make_spec("pytorch-ngc", sha="s", mpi="mpich", sets=["openmpi=5.0.9"]).tag == \
+        make_spec("pytorch-ngc", sha="s", mpi="mpich").tag
+    assert make_spec("pytorch-cpu", sha="s", sets=["libfabric=2.6.0"]).tag == make_spec("pytorch-cpu", sha="s").tag
 
 
 @pytest.mark.parametrize("value,expected", [
