@@ -17,6 +17,7 @@ from typing import Any
 from hpcai import record
 from hpcai.backends import Geometry, backend_prefix
 from hpcai.errors import HpcaiError, UsageError, unknown
+from hpcai.gpu import choose_gpu
 from hpcai.pmi import choose_pmi
 from hpcai.site import BACKENDS, MPI_TYPES, Host, SiteProfile, resolve_site, site_binds
 
@@ -283,13 +284,15 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         mpi, note = choose_pmi(labels.get("hpcai.mpi", ""), opts.mpi, site, needs_mpi)
         geom = _replace(geom, mpi=mpi)
         warnings += [note] if note else []
+    gpu, note = choose_gpu(site.gpu, geom.gpus_per_node, labels)
+    warnings += [note] if note else []
 
     spec = ContainerSpec(
         image=opts.image, command=tuple(command),
         entrypoint="" if opts.no_entrypoint else ENTRYPOINT,
         payload=() if opts.cmd else (label, *command[2:]),
         binds=tuple(binds), env=tuple(container_env.items()), secret_names=tuple(secret_env),
-        gpu=site.gpu, containall=site.containall, cleanenv=site.cleanenv, apptainer_command=site.apptainer_command,
+        gpu=gpu, containall=site.containall, cleanenv=site.cleanenv, apptainer_command=site.apptainer_command,
         labels=(("hpcai.run", run_dir.name),) if runtime_name in ("docker", "podman") else (),
         # ch-convert always writes /ch/environment; a hand-made image folder may lack it.
         image_env=not Path(opts.image).is_dir() or (Path(opts.image) / "ch" / "environment").is_file())
@@ -316,7 +319,7 @@ def _plan_local(plan: LaunchPlan, spec: Any, runtime: Any, site: SiteProfile, ho
     plan.master_addr, plan.master_port = "127.0.0.1", port
     g, named = plan.geometry, plan.runtime in ("docker", "podman")
     for rank in range(g.ntasks):
-        renv = rank_env(rank, g.ntasks, port, g.per_gpu, site.gpu)
+        renv = rank_env(rank, g.ntasks, port, g.per_gpu, spec.gpu)
         renv = {k: v for k, v in renv.items() if k not in plan.container_env}  # --env wins
         name = f"{_container_name(Path(plan.run_dir))}-{rank}" if named else ""
         rspec = _replace(spec, env=tuple({**renv, **plan.container_env}.items()), name=name)

@@ -1,0 +1,76 @@
+"""GPU flags follow the requested geometry and the image's vendor (hpcai.gpu), not only the site:
+the rule as a function, then real dry-runs against images in the local Docker engine that carry an
+hpcai.family label (tiny images made from the Debian base), and a SIF read by a FAKE apptainer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from hpcai.gpu import choose_gpu
+
+
+@pytest.mark.parametrize("site_gpu, gpus, family, want", [
+    ("none", 1, "cuda", "nvidia"), ("none", 1, "rocm", "amd"), ("nvidia", 4, "", "nvidia"),
+    ("nvidia", 4, "cuda", "nvidia"), ("amd", 8, "rocm", "amd"), ("nvidia", 0, "cuda", "none"),
+    ("none", 0, "", "none"), ("nvidia", 4, "cpu", "none"), ("none", 1, "poplar", "none"),
+])
+def test_the_rule(site_gpu, gpus, family, want):
+    labels = {"hpcai.family": family} if family else {}
+    assert choose_gpu(site_gpu, gpus, labels)[0] == want
+
+
+def test_notes_say_why_no_flags_or_other_flags():
+    assert "names the GPU vendor, so no GPU flags are passed" in choose_gpu("none", 1, {})[1]
+    assert "this is a cpu image" in choose_gpu("nvidia", 4, {"hpcai.family": "cpu"})[1]
+    assert choose_gpu("nvidia", 4, {"hpcai.family": "rocm"}) == (
+        "amd", "the image is built for amd GPUs (rocm) but site says nvidia: passing the amd flags")
+
+
+@pytest.fixture(scope="module")
+def labelled_images():
+    """Tiny local images labelled like hpcai's CUDA and ROCm builds (the real ones need NGC/ROCm bases)."""
+    tags = {}
+    for family in ("cuda", "rocm"):
+        tag = f"hpcai-test/gpu-label-{family}:1"
+        subprocess.run(["docker", "build", "-q", "-t", tag, "-"], check=True, capture_output=True,
+                       input=f"FROM debian:bookworm-slim\nLABEL hpcai.family={family}\n".encode())
+        tags[family] = tag
+    yield tags
+    subprocess.run(["docker", "rmi", "-f", *tags.values()], capture_output=True, check=False)
+
+
+def dry_run(hpcai_exe, runtime, image, *options):
+    res = subprocess.run([*hpcai_exe, "launch", "--dry-run", "--json", "--site", "local", "--runtime", runtime,
+                          "--image", image, *options, "--cmd", "--", "true"], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("family, flags", [("cuda", ["--gpus", "all"]), ("rocm", ["--device", "/dev/kfd"])])
+def test_a_workstation_gpu_reaches_the_container(labelled_images, hpcai_exe, family, flags):
+    plan = dry_run(hpcai_exe, "docker", labelled_images[family], "--gpus-per-node", "1")
+    argv = plan["argv"]
+    assert any(argv[i:i + 2] == flags for i in range(len(argv))), argv
+    without = dry_run(hpcai_exe, "docker", labelled_images[family])["argv"]
+    assert "--gpus" not in without and "/dev/kfd" not in without
+
+
+def test_a_sif_gets_nv_from_its_label(hpcai_exe, tmp_path):
+    fake = tmp_path / "bin" / "apptainer"  # FAKE apptainer: answers `inspect --json --labels` only
+    fake.parent.mkdir()
+    answer = json.dumps({"data": {"attributes": {"labels": {"hpcai.family": "cuda"}}}, "type": "container"})
+    fake.write_text(f"#!/bin/sh\necho '{answer}'\n")
+    fake.chmod(0o755)
+    image = tmp_path / "img.sif"
+    image.write_bytes(b"not really a SIF")
+    res = subprocess.run([*hpcai_exe, "launch", "--dry-run", "--json", "--site", "local", "--runtime", "apptainer",
+                          "--image", str(image), "--gpus-per-node", "1", "--cmd", "--", "true"],
+                         capture_output=True, text=True, timeout=60,
+                         env={"PATH": f"{fake.parent}:/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert res.returncode == 0, res.stderr
+    assert "--nv" in json.loads(res.stdout)["argv"]
