@@ -82,11 +82,16 @@ _hf_private_dir() {
 _hf_link_host() {
     _hf_private_dir || { hpcai_fabric_problem "cannot create a private directory under ${TMPDIR:-/tmp} for the host libfabric"; return 1; }
     # Links already right (another run of this step) are left as they are: no fork at all.
+    # A name in both /host/lib and /host/usr/lib64: /host/lib's copy (the site's fabric
+    # folder) wins; `ln -sf` of both would leave the later one.
     set --
     HPCAI_FABRIC_CXI=0
+    _hf_names=' '
     for _hf_f in "$_hf_lib"/*cxi* "$_hf_usr"/lib64/libcxi*; do
         [ -e "$_hf_f" ] || continue
         HPCAI_FABRIC_CXI=1
+        case $_hf_names in *" ${_hf_f##*/} "*) continue ;; esac
+        _hf_names="$_hf_names${_hf_f##*/} "
         [ "$_hf_dir/${_hf_f##*/}" -ef "$_hf_f" ] || set -- "$@" "$_hf_f"
     done
     if ! [ "$_hf_dir/libfabric.so.1" -ef "$_hf_chosen" ]; then

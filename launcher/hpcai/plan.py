@@ -132,16 +132,29 @@ def parse_env(items: tuple[str, ...], host_env: dict[str, str]) -> dict[str, str
 
 
 def parse_binds(items: tuple[str, ...]) -> list[tuple[str, str]]:
+    """`--bind /SRC[:/DST]`, repeatable, each also a comma list as Apptainer takes it
+    (`--bind A:/host/lib,/usr:/host/usr`)."""
     out = []
     for item in items:
-        src, _, dst = item.partition(":")
-        dst = dst or src
-        # Apptainer splits --bind on ',' and ':'; docker -v on ':'. Such paths cannot be bound.
-        if not src or "," in item or ":" in dst or not src.startswith("/") or not dst.startswith("/"):
-            raise UsageError(f"--bind {item!r}: expected /SRC[:/DST] with absolute paths and no ',' "
-                             "or extra ':'")
-        out.append((src, dst))
+        for one in item.split(","):
+            src, _, dst = one.partition(":")
+            dst = dst or src
+            # Apptainer splits --bind on ',' and ':'; docker -v on ':'. Such paths cannot be bound.
+            if not src or ":" in dst or not src.startswith("/") or not dst.startswith("/"):
+                raise UsageError(f"--bind {item!r}: expected /SRC[:/DST][,/SRC[:/DST]…] with absolute paths "
+                                 "and no ':' inside a path")
+            out.append((src, dst))
     return out
+
+
+def merge_binds(site: list[tuple[str, str]], user: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[str]]:
+    """(binds, notes): a user's bind replaces the site's bind to the same destination (one mount
+    per destination; the last --bind of several to one destination wins)."""
+    mine = {dst: src for src, dst in user}
+    notes = [f"--bind {mine[dst]}:{dst} replaces the site's {src}:{dst}" for src, dst in site
+             if dst in mine and mine[dst] != src]
+    kept = [(src, dst) for src, dst in site if dst not in mine]
+    return kept + [(src, dst) for dst, src in mine.items()], notes
 
 
 def parse_vars(args: tuple[str, ...]) -> dict[str, str]:
@@ -271,7 +284,8 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     secret_env = {k: v for k, v in container_env.items() if is_secret(k)}
     container_env = {k: v for k, v in container_env.items() if k not in secret_env}
     binds, warnings = site_binds(site, host)
-    binds += parse_binds(opts.binds)
+    binds, notes = merge_binds(binds, parse_binds(opts.binds))
+    warnings += notes
     labels = check_image(runtime_name, runtime, opts.image) if check else _labels_if_here(runtime, opts.image)
     image_payloads = [p for p in labels.get("hpcai.payloads", "").split(",") if p] or None
     label, payload_vars, command = _payload(opts, image_payloads)

@@ -60,6 +60,21 @@ def test_host_libfabric_and_cxi_are_linked_first_rest_appended(run_entrypoint, h
     assert run.stderr == ""
 
 
+def test_a_cxi_library_in_both_host_folders_comes_from_host_lib(run_entrypoint, host):
+    lib, usr = host / "host/lib", host / "host/usr"
+    touch(lib / "libfabric.so.1.22.0")
+    touch(lib / "libcxi.so.1")  # the site's fabric folder
+    touch(usr / "lib64/libcxi.so.1")  # the OS copy, listed after it
+    touch(usr / "lib64/libcxi.so.1.5.0")
+    env = env_for(host, SLURM_JOB_ID="7", SLURM_PROCID="0")
+    for _ in range(2):  # and again, with the links already there
+        run = run_entrypoint(env, hooks=["host-fabric"])
+        private = host / "tmp/hpcai-alice-7-0-0"
+        assert os.path.realpath(private / "libcxi.so.1") == str(lib / "libcxi.so.1")
+        assert os.path.realpath(private / "libcxi.so.1.5.0") == str(usr / "lib64/libcxi.so.1.5.0")
+        assert run.env["HPCAI_FABRIC_CXI"] == "1"
+
+
 def test_two_versions_pick_newest_numerically_and_say_so(run_entrypoint, host):
     lib = host / "host/lib"
     for version in ("9.0", "22.0", "15.2"):

@@ -199,6 +199,20 @@ def test_energy_wraps_each_rank_command(tmp_path, monkeypatch):
     assert local.rank_argvs[0][:3] == ["measure", f"{tmp_path}/run/energy", "--"]
 
 
+def test_a_user_bind_replaces_the_site_bind_to_the_same_destination(tmp_path):
+    """Cray EX binds the host libfabric to /host/lib; a user's own /host/lib must win, once, with a note,
+    also in Apptainer's comma form."""
+    plan = plan_launch(opts(tmp_path, site="cray-ex-nvidia", binds=("/mine/lib:/host/lib,/opt/x:/opt/x",)),
+                       host=CRAY, check=False)
+    host_lib = [(src, dst) for src, dst in plan.binds if dst == "/host/lib"]
+    assert host_lib == [("/mine/lib", "/host/lib")]
+    assert ("/opt/x", "/opt/x") in plan.binds and ("/usr", "/host/usr") in plan.binds
+    assert "--bind /mine/lib:/host/lib replaces the site's /opt/cray/libfabric/1.22.0/lib64:/host/lib" in plan.warnings
+    argv = plan.argv
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"].count("/mine/lib:/host/lib") == 1
+    assert not any(a.endswith(":/host/lib") and a != "/mine/lib:/host/lib" for a in argv)
+
+
 @pytest.mark.parametrize("kw, message", [
     ({"site": "nope"}, "unknown site 'nope'; valid: cray-ex-amd, cray-ex-nvidia, generic-ib, generic-slurm, jsc-ib, local"),
     ({"runtime": "rkt"}, "unknown runtime 'rkt'; valid: apptainer, charliecloud, docker, podman, singularity"),
@@ -209,7 +223,8 @@ def test_energy_wraps_each_rank_command(tmp_path, monkeypatch):
     ({"env": ("1BAD=x",)}, "expected KEY=VALUE"),
     ({"env": ("HPCAI_TEST_UNSET_VAR",)}, "not set in this environment"),
     ({"binds": ("relative:/x",)}, "absolute paths"),
-    ({"binds": ("/a,b:/c",)}, "no ','"),
+    ({"binds": ("/a,b:/c",)}, "expected /SRC[:/DST][,/SRC[:/DST]…]"),
+    ({"binds": ("/a:/b:/c",)}, "no ':' inside a path"),
     ({"nodes": 0}, "--nodes must be a positive number"),
     ({"cmd": ("x",), "payload": "sanity"}, "not both"),
 ])
