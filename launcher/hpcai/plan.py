@@ -29,6 +29,7 @@ class LaunchOptions:
     image: str
     payload: str | None = None            # payload name; None with cmd
     payload_args: tuple[str, ...] = ()    # var=value overrides
+    profiles: tuple[str, ...] = ()        # payload profiles (hpcai-bench --profile NAME), in order
     cmd: tuple[str, ...] = ()             # raw command (--cmd … -- ARGS)
     nodes: int = 1
     ntasks_per_node: int | None = None    # default: site GPUs per node, else 1
@@ -76,6 +77,7 @@ class LaunchPlan:
     image_labels: dict[str, str] = field(default_factory=dict)
     secret_env: dict[str, str] = field(default_factory=dict, repr=False)  # process env only
     warnings: list[str] = field(default_factory=list)
+    profiles: list[str] = field(default_factory=list)  # payload profiles, as given
 
     @property
     def commands(self) -> list[list[str]]:
@@ -98,7 +100,7 @@ class LaunchPlan:
             "hpcai_version": __version__, "git_sha": git_sha(),
             "site": self.site, "site_source": self.site_source,
             "backend": self.backend, "runtime": self.runtime, "image": self.image,
-            "payload": self.payload, "payload_vars": self.payload_vars,
+            "payload": self.payload, "payload_vars": self.payload_vars, "profiles": self.profiles,
             "command": redact_argv(self.command),
             "argv": redact_argv(self.argv),
             "rank_argvs": [redact_argv(a) for a in self.rank_argvs],
@@ -172,6 +174,8 @@ def _payload(opts: LaunchOptions, valid: list[str] | None) -> tuple[str, dict[st
     if opts.cmd:
         if opts.payload or opts.payload_args:
             raise UsageError("give either a payload name or --cmd with a raw command, not both")
+        if opts.profiles:
+            raise UsageError("--profile sets a payload's variables; a --cmd command has none")
         return "cmd", {}, list(opts.cmd)
     from hpcai import payloads
     from hpcai.runtimes import BENCH
@@ -182,11 +186,17 @@ def _payload(opts: LaunchOptions, valid: list[str] | None) -> tuple[str, dict[st
     if opts.payload not in known:
         raise unknown("payload", opts.payload, known)
     overrides = parse_vars(opts.payload_args)
-    if opts.payload in payloads.available_payloads():
+    if opts.payload in payloads.available_payloads():  # unknown profiles and variables fail here
         manifest = payloads.load_payload(opts.payload)
-        if hasattr(manifest, "validate_vars"):  # unknown variables fail before anything starts
-            manifest.validate_vars(overrides)
-    return opts.payload, overrides, [BENCH, opts.payload, *(f"{k}={v}" for k, v in overrides.items())]
+        known_profiles = sorted(manifest.raw.get("profiles", {}))
+        for name in opts.profiles:
+            if name not in known_profiles:
+                raise UsageError(f"payload {opts.payload} has no profile {name!r}; its profiles: "
+                                 f"{', '.join(known_profiles) or 'none'}")
+        manifest.validate_vars(overrides, profiles=opts.profiles)
+    profile_args = [arg for name in opts.profiles for arg in ("--profile", name)]
+    return opts.payload, overrides, [BENCH, *profile_args, opts.payload,
+                                     *(f"{k}={v}" for k, v in overrides.items())]
 
 
 def _check_mpi_launch(label: str, backend: str, geom: Geometry) -> bool:
@@ -304,7 +314,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     spec = ContainerSpec(
         image=opts.image, command=tuple(command),
         entrypoint="" if opts.no_entrypoint else ENTRYPOINT,
-        payload=() if opts.cmd else (label, *command[2:]),
+        payload=() if opts.cmd else tuple(command[1:]),  # hpcai-bench's arguments, for the runscript
         binds=tuple(binds), env=tuple(container_env.items()), secret_names=tuple(secret_env),
         gpu=gpu, containall=site.containall, cleanenv=site.cleanenv, apptainer_command=site.apptainer_command,
         labels=(("hpcai.run", run_dir.name),) if runtime_name in ("docker", "podman") else (),
@@ -312,6 +322,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         image_env=not Path(opts.image).is_dir() or (Path(opts.image) / "ch" / "environment").is_file())
     plan = LaunchPlan(site=site.name, site_source=site.source, backend=backend, runtime=runtime_name,
                       image=opts.image, payload=label, payload_vars=payload_vars, command=command,
+                      profiles=list(opts.profiles),
                       geometry=geom, binds=binds, container_env=container_env, argv=[],
                       run_dir=str(run_dir), job_id=job_id, energy=opts.energy, warnings=warnings,
                       secret_env=_secret_process_env(secret_env, runtime))

@@ -39,7 +39,7 @@ def test_csv_caraml_columns_and_provenance(tmp_path, hpcai):
         ("4242", "jureca:dc-gpu", "2", "8", "4")
     # the log's "Total train batch size … = 32" wins over batch_size × devices
     assert row["GlobalBatchSize"] == "32" and row["BatchSize/Device"] == "8"
-    assert (row["Metric"], row["Value"], row["Unit"]) == ("train_samples_per_second", "147.57", "samples/s")
+    assert (row["Metric"], row["Value"], row["Unit"]) == ("samples_per_second", "147.57", "samples/s")
     # 6·N·D: 147.57 samples/s × 6 × 124,439,808 params × 1024 tokens / 8 GPUs
     assert float(row["Avg_TFLOPs/GPU"]) == pytest.approx(147.57 * 6 * 124439808 * 1024 / 8 / 1e12)
     assert row["ImageDigest"] == "sha256:abc" and row["HpcaiVersion"] == "0.1.0"

@@ -143,3 +143,23 @@ def test_fast_preview_equals_typer_path(hpcai, tmp_path, monkeypatch, args):
     drop = ("master_port", "rank_argvs", "argv")  # the local backend picks a free port each time
     a, b = json.loads(fast.stdout), json.loads(slow.stdout)
     assert {k: v for k, v in a.items() if k not in drop} == {k: v for k, v in b.items() if k not in drop}
+
+
+def test_profile_reaches_the_runner_and_the_record(hpcai, tmp_path):
+    res = hpcai("launch", "--json", "--site", "generic-slurm", "--image", "x.sif", "-o", str(tmp_path / "r"),
+                "--profile", "quick", "hf-clm", "steps=2")
+    assert res.exit_code == 0, res.stderr
+    plan = json.loads(res.stdout)
+    assert plan["command"] == ["/opt/hpcai/bin/hpcai-bench", "--profile", "quick", "hf-clm", "steps=2"]
+    assert plan["profiles"] == ["quick"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--profile", "caraml", "hf-clm"], "error: payload hf-clm has no profile 'caraml'; its profiles: cpu, "
+                                        "llama-2-7b, quick"),
+    (["--profile", "quick", "--cmd", "--", "true"], "error: --profile sets a payload's variables; a --cmd "
+                                                    "command has none"),
+])
+def test_bad_profile_is_one_line(hpcai, tmp_path, args, message):
+    res = hpcai("launch", "--dry-run", "--site", "generic-slurm", "--image", "x.sif", "-o", str(tmp_path / "r"), *args)
+    assert res.exit_code == 2 and res.stderr.strip() == message

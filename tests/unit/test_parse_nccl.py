@@ -19,7 +19,7 @@ def parse(name: str, parser: str = "nccl-tests"):
 def test_modern_table_columns_and_headline():
     r = parse("nccl_allreduce_2.21.log")
     assert r.headline.name == "busbw_avg" and r.headline.value == pytest.approx(61.2345)
-    assert r.get("busbw_max_size").value == pytest.approx(176.01)  # best of out-of-place / in-place
+    assert r.get("busbw_max_size").value == pytest.approx(175.73)  # out-of-place (in-place: 176.01)
     assert r.get("latency_min_size").value == pytest.approx(11.98)
     assert r.details["nccl_version"] == "2.21.5+cuda12.4"
     assert r.details["max_size"] == 134217728
@@ -32,20 +32,20 @@ def test_old_format_without_root_has_error_column():
     r = parse("nccl_old_noroot.log")
     assert "root" not in r.details["columns"]
     assert "oop_error" in r.details["columns"] and "ip_error" in r.details["columns"]
-    assert r.get("busbw_max_size").value == pytest.approx(7.98)
+    assert r.get("busbw_max_size").value == pytest.approx(7.96)  # out-of-place
     assert r.details["nccl_version"] == "2.7.8+cuda11.0"
 
 
 def test_na_wrong_counts_are_none_not_zero():
     r = parse("nccl_na_wrong.log")
     assert all(row["oop_wrong"] is None and row["ip_wrong"] is None for row in r.details["rows"])
-    assert r.get("busbw_max_size").value == pytest.approx(74.97)
+    assert r.get("busbw_max_size").value == pytest.approx(74.67)  # out-of-place
 
 
 def test_scientific_notation():
     r = parse("nccl_scientific.log")
     assert r.headline.value == pytest.approx(162.05)
-    assert r.get("busbw_max_size").value == pytest.approx(324.0)
+    assert r.get("busbw_max_size").value == pytest.approx(323.0)  # out-of-place
     assert r.details["rows"][0]["oop_time"] == pytest.approx(12.34)
 
 
@@ -57,7 +57,7 @@ def test_srun_label_prefix_gives_same_result():
 def test_truncated_log_keeps_complete_rows_and_warns():
     r = parse("nccl_truncated.log")
     assert r.get("busbw_avg") is None
-    assert r.headline.name == "busbw_max_size" and r.headline.value == pytest.approx(25.64)
+    assert r.headline.name == "busbw_max_size" and r.headline.value == pytest.approx(25.45)  # out-of-place
     assert any("truncated" in w for w in r.warnings)
 
 
@@ -82,3 +82,16 @@ def test_wrong_count_is_warned():
         "175.73      0   1429.8", "175.73      3   1429.8")
     r = parse_text("nccl-tests", text)
     assert r.details["wrong_sizes"] == [134217728] and any("#wrong" in w for w in r.warnings)
+
+
+@pytest.mark.parametrize("log", ["nccl_allreduce_2.21.log", "nccl_na_wrong.log", "nccl_scientific.log", "nccl_srun_label.log"])
+def test_host_parser_and_in_image_metric_agree(log):
+    """payloads/nccl-tests reads busbw_max_size in the image by its manifest regex; the host parser
+    must record the same number for the same log (issue 11: they were out-of-place vs best of both)."""
+    from hpcai.payloads import _runner, load_payload
+
+    text = (LOGS / log).read_text()
+    in_image = _runner().extract(load_payload("nccl-tests").raw, text)
+    host = parse(log)
+    for name in ("busbw_max_size", "busbw_avg"):
+        assert host.get(name).value == pytest.approx(in_image[name]), name

@@ -9,6 +9,7 @@ as `error` (never as zeros) and never changes the launcher's status.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,6 +110,57 @@ def parse_run(run_dir: Path, plan: dict[str, Any]) -> ParseResult:
         return parse_files(parser, [p for r in sorted(logs) for p in logs[r]])
 
 
+def _reported(payload: str, texts: list[str]) -> dict[str, float]:
+    """What the in-image runner reported for PAYLOAD: its `HPCAI_RESULT {json}` line on rank 0."""
+    found: dict[str, float] = {}
+    for text in texts:
+        for line in text.splitlines():
+            tag, _, doc = line.strip().partition(" ")
+            if tag != "HPCAI_RESULT":
+                continue
+            try:
+                data = json.loads(doc)
+                if data.get("payload") == payload:
+                    found = {str(k): float(v) for k, v in data.get("metrics", {}).items()}
+            except (ValueError, TypeError, AttributeError):
+                continue
+    return found
+
+
+def _as_documented(payload: str, result: ParseResult, texts: list[str], per_gpu: bool) -> None:
+    """Make the record say what the payload documents and its in-image runner reports: the
+    manifest's metric names (hf-clm's `samples_per_second` is the HF parser's
+    `train_samples_per_second`), its values (the runner's HPCAI_RESULT line, else the manifest's
+    regexes over rank 0's log), and its headline. Figures only the host parser knows are kept.
+    Per-GPU copies are combined from every rank, so there only the names and headline apply."""
+    import math
+    from dataclasses import replace
+
+    from hpcai import payloads
+
+    if payload not in payloads.available_payloads():
+        return
+    manifest = payloads.load_payload(payload)
+    documented = {m.name: m for m in manifest.metrics}
+    rename = {m.key.rsplit(".", 1)[-1]: m.name for m in manifest.metrics
+              if m.key and m.key.rsplit(".", 1)[-1] != m.name and result.get(m.name) is None}
+    result.metrics = [replace(m, name=rename.get(m.name, m.name)) for m in result.metrics]
+    if not per_gpu:
+        reported = _reported(payload, texts) or manifest.extract_metrics("\n".join(texts))
+        for name, value in reported.items():
+            spec, have = documented.get(name), result.get(name)
+            if spec is None or (have is not None and math.isclose(have.value, value, rel_tol=1e-6)):
+                continue
+            if have is not None:
+                result.warnings.append(f"{name}: the log parser read {have.value:g}, the payload reported "
+                                       f"{value:g}; the payload's figure is recorded")
+            result.metrics = [m for m in result.metrics if m.name != name]
+            result.metrics.append(Metric(name, value, spec.unit, spec.better))
+    headline = next((m.name for m in manifest.metrics if m.headline and result.get(m.name) is not None), None)
+    if headline:
+        result.metrics = [replace(m, headline=m.name == headline) for m in result.metrics]
+
+
 def _derived(run_dir: Path, plan: dict[str, Any], result: ParseResult) -> None:
     """Add figures that need the plan: TFLOP/s (6·N·D) and energy per sample/token."""
     from hpcai.results import energy, tflops
@@ -123,7 +175,10 @@ def finalize(run_dir: Path | str) -> ParseResult | None:
     plan = record.read_json(run_dir / record.PLAN) if (run_dir / record.PLAN).is_file() else {}
     try:
         result = parse_run(run_dir, plan)
-        _derived(run_dir, plan, result)
+        _derived(run_dir, plan, result)  # reads the parsers' own names
+        logs = rank_logs(run_dir)
+        texts = [p.read_text(errors="replace") for p in logs[min(logs)]] if logs else []
+        _as_documented(str(plan.get("payload", "")), result, texts, bool(plan.get("per_gpu")))
     except HpcaiError as exc:
         record.write_json(run_dir / record.METRICS, {"parser": None, "metrics": [], "error": str(exc)})
         return None

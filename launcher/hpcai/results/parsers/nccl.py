@@ -3,8 +3,9 @@
 The column names come from the header (`#  size  count  type  redop  root  time  algbw  busbw
 #wrong  time …`), so the variants read the same way: before v2.13 there is no `root` and an
 `error` (max delta) stands where `#wrong` is; `-c 0` prints `N/A`; alltoall adds `copybw`.
-Metrics: `busbw_avg` (the printed `Avg bus bandwidth`, headline), `busbw_max_size` (busbw at the
-largest size, best of both places), `algbw_max_size`, `latency_min_size` (time at the smallest size).
+Metrics: `busbw_avg` (the printed `Avg bus bandwidth`, headline), `busbw_max_size` (out-of-place
+busbw at the largest size, as payloads/nccl-tests reads it in the image), `algbw_max_size`
+(likewise), `latency_min_size` (the shorter time at the smallest size).
 """
 
 from __future__ import annotations
@@ -48,9 +49,10 @@ def _row(cols: list[str], line: str) -> dict | None:
     return row
 
 
-def _best(row: dict, kind: str) -> float | None:
-    """The better of out-of-place and in-place; None when both are N/A (a garbled or cut row)."""
-    return max((v for v in (row.get(f"oop_{kind}"), row.get(f"ip_{kind}")) if v is not None), default=None)
+def _out_of_place(row: dict, kind: str) -> float | None:
+    """The out-of-place figure, as the payload's in-image metric and the usual quoted number take it;
+    the in-place one only where out-of-place is N/A; None when both are (a garbled or cut row)."""
+    return next((v for v in (row.get(f"oop_{kind}"), row.get(f"ip_{kind}")) if v is not None), None)
 
 
 def parse(text: str) -> ParseResult:
@@ -88,9 +90,9 @@ def parse(text: str) -> ParseResult:
         metrics.append(Metric("busbw_avg", avg, "GB/s", HIGHER, headline=True))
     if rows:
         big, small = max(rows, key=lambda r: r["size"]), min(rows, key=lambda r: r["size"])
-        if (busbw := _best(big, "busbw")) is not None:
+        if (busbw := _out_of_place(big, "busbw")) is not None:
             metrics.append(Metric("busbw_max_size", busbw, "GB/s", HIGHER, headline=avg is None))
-        if (algbw := _best(big, "algbw")) is not None:
+        if (algbw := _out_of_place(big, "algbw")) is not None:
             metrics.append(Metric("algbw_max_size", algbw, "GB/s", HIGHER))
         times = [v for v in (small.get("oop_time"), small.get("ip_time")) if v is not None]
         if times:
