@@ -163,3 +163,20 @@ def test_cli_sweep_submit_needs_slurm_site(tmp_path, hpcai):
               "--image", "img:1", "-o", str(tmp_path / "sw"), "mpi-allreduce")
     assert r.exit_code == 1 and "needs a Slurm site" in r.stderr and "local backend" in r.stderr
     assert list((tmp_path / "sw").iterdir()) == []  # no half-written series
+
+
+def test_cli_sweep_takes_the_launch_options_each_point_needs(tmp_path, hpcai, monkeypatch):
+    """--account (or HPCAI_ACCOUNT), --time, --bind, --env, --gpus-per-node, --profile reach every point's job."""
+    monkeypatch.setenv("HPCAI_ACCOUNT", "proj42")
+    sw = tmp_path / "sw"
+    r = hpcai("sweep", "--no-submit", "--nodes", "1,2", "--site", "generic-slurm", "--runtime", "docker",
+              "--image", "img:1", "--time", "00:10:00", "--bind", "/scratch:/data", "--env", "FOO=bar",
+              "--gpus-per-node", "2", "--profile", "quick", "-o", str(sw), "mpi-allreduce")
+    assert r.exit_code == 0, r.stderr
+    for p in json.loads((sw / "sweep.json").read_text())["runs"]:
+        text = Path(p["script"]).read_text()
+        assert "#SBATCH --account=proj42\n" in text and "#SBATCH --time=00:10:00\n" in text
+        argv = _exec_argv(Path(p["script"]))
+        for flag, value in (("--account", "proj42"), ("--time", "00:10:00"), ("--bind", "/scratch:/data"),
+                            ("--env", "FOO=bar"), ("--gpus-per-node", "2"), ("--profile", "quick")):
+            assert argv[argv.index(flag) + 1] == value, flag

@@ -19,11 +19,17 @@ def sweep(
     nodes: str = typer.Option(..., "--nodes", "-N", help="Node counts, comma-separated: 1,2,4,8."),
     var: Optional[list[str]] = typer.Option(None, "--var", help="Payload variable values: NAME=V1,V2 (repeatable)."),
     site: Optional[str] = typer.Option(None, "--site", help="Site profile (default: detected)."),
-    partition: Optional[str] = typer.Option(None, "--partition", "-p", help="Slurm partition."),
+    partition: Optional[str] = typer.Option(None, "--partition", "-p", envvar="HPCAI_PARTITION", help="Slurm partition."),
     image: Optional[str] = typer.Option(None, "--image", help="Image to run (tag, SIF or SquashFS)."),
     runtime: Optional[str] = typer.Option(None, "--runtime", help="Container runtime (default: the site's)."),
     mpi: Optional[str] = typer.Option(None, "--mpi", help="srun --mpi type (pmix, pmi2, …; default: the site's)."),
     ntasks_per_node: Optional[int] = typer.Option(None, "--ntasks-per-node", help="Ranks per node."),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="GPUs per node (default: the site's)."),
+    account: Optional[str] = typer.Option(None, "--account", "-A", envvar="HPCAI_ACCOUNT", help="Slurm account."),
+    time_: Optional[str] = typer.Option(None, "--time", "-t", help="Time limit per point (Slurm format)."),
+    bind: Optional[list[str]] = typer.Option(None, "--bind", "-B", help="SRC[:DST], repeatable (as for launch)."),
+    env: Optional[list[str]] = typer.Option(None, "--env", "-e", help="KEY=VALUE or KEY, repeatable (as for launch)."),
+    profile: Optional[list[str]] = typer.Option(None, "--profile", help="Payload profile, repeatable (as for launch)."),
     energy: bool = typer.Option(False, "--energy", help="Measure power with jpwr at every point."),
     output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Sweep folder (default runs/sweep-<time>)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
@@ -51,7 +57,10 @@ def sweep(
             out.print(f"{payload} nodes={p['nodes']} {extra}".rstrip(), markup=False)
         return
     base = {k: v for k, v in (("site", site), ("partition", partition), ("image", image), ("runtime", runtime),
-                              ("mpi", mpi), ("ntasks_per_node", ntasks_per_node)) if v is not None}
+                              ("mpi", mpi), ("ntasks_per_node", ntasks_per_node), ("gpus_per_node", gpus_per_node),
+                              ("account", account), ("time", time_), ("binds", tuple(bind or ()) or None),
+                              ("env", tuple(env or ()) or None), ("profiles", tuple(profile or ()) or None))
+            if v is not None}
     if energy:
         base["energy"] = True
     folder = output_dir or Path("runs") / time.strftime("sweep-%Y%m%d-%H%M%S")
