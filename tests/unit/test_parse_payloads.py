@@ -85,6 +85,18 @@ def test_ddp_every_configuration_and_percentile():
     assert r.get("scaling_efficiency").value == pytest.approx(307 / 329)
 
 
+def test_ddp_two_models_report_the_first_under_its_own_name():
+    """Upstream's suite runs resnet50 then resnet101: resnet50's number must not be filed under resnet101."""
+    one = (LOGS / "ddp_bench.log").read_text()
+    second = one[one.index("Benchmark: resnet50"):].replace("resnet50", "resnet101").replace("307/s", "150/s")
+    r = parse_text("ddp-bench", one + "\n" + second)
+    assert r.details["model"] == "resnet50" and r.details["models"] == ["resnet50", "resnet101"]
+    assert r.headline.value == pytest.approx(307 * 8)  # resnet50's 2M/4G p50, not resnet101's 150/s
+    assert r.warnings == ["the log benchmarks 2 models (resnet50, resnet101): the figures are resnet50's; "
+                          "every model's rows are in details.configurations"]
+    assert len(r.details["configurations"]) == 10
+
+
 def test_ddp_json_output():
     r = parse("ddp-bench", LOGS / "ddp_bench.json")
     assert r.headline.value == pytest.approx(32 / 0.1 * 2)

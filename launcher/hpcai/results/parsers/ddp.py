@@ -21,7 +21,7 @@ _BENCH = re.compile(r"^Benchmark:\s*(\S+) with batch size (\d+)")
 _ROW = re.compile(r"^\s*(\d+) [GC]PUs --\s*(.+?):\s+(p\d+:.*)$")
 _PCT = re.compile(rf"p(\d+):\s*({FP})s\s+({FP})/s")
 # hpcai's ddp_bench.py closes with the exact total (the table prints ex/sec as an integer)
-_TOTAL = re.compile(rf"^hpcai-ddp: (\S+) total ex/sec p50 on (\d+) ranks: ({FP})")
+_TOTAL = re.compile(rf"^hpcai-ddp: (\S+) total ex/sec p50 on (\d+) ranks: ({FP})")  # (config, ranks, total)
 
 
 def _num(v: object) -> float | None:
@@ -75,10 +75,11 @@ def _from_json(text: str) -> list[dict] | None:
 
 def parse(text: str) -> ParseResult:
     configs: list[dict] = []
-    model = batch = exact_total = None
+    model = batch = None
+    exact_totals: dict[str, float] = {}
     for line in strip_prefixes(text):
         if (m := _TOTAL.match(line.strip())):
-            exact_total = float(m.group(3))
+            exact_totals[m.group(1)] = float(m.group(3))
         elif (m := _BENCH.match(line.strip())):
             model, batch = m.group(1), int(m.group(2))
         elif (m := _ROW.match(line)):
@@ -97,18 +98,27 @@ def parse(text: str) -> ParseResult:
                 p["ex_per_sec"] = c["batch_size"] / p["sec_per_iter"]
             if "ex_per_sec" in p:
                 p["ex_per_sec_total"] = p["ex_per_sec"] * c["gpus"]
-    top = max(configs, key=lambda c: (c["config"] != "no ddp", c["gpus"]))
+    # Upstream's suite benchmarks several models in turn: every figure comes from the first one, and
+    # the record names that model (it once named the last while showing the first one's number).
+    models = list(dict.fromkeys(c["model"] for c in configs))
+    model = models[0]
+    mine = [c for c in configs if c["model"] == model]
+    batch = mine[0].get("batch_size")
+    top = max(mine, key=lambda c: (c["config"] != "no ddp", c["gpus"]))
     p50 = top["percentiles"].get("p50") or next(iter(top["percentiles"].values()))
-    if exact_total is not None:
-        p50["ex_per_sec_total"] = exact_total
+    if len(models) == 1 and top["config"] in exact_totals:  # hpcai's payload benchmarks one model
+        p50["ex_per_sec_total"] = exact_totals[top["config"]]
     metrics = []
     if "ex_per_sec_total" in p50:
         metrics.append(Metric("ex_per_sec_total", p50["ex_per_sec_total"], "ex/s", HIGHER, headline=True))
     metrics.append(Metric("sec_per_iter_p50", p50["sec_per_iter"], "s", LOWER, headline=not metrics))
-    base = next((c for c in configs if c["config"] == "no ddp"), None)
+    base = next((c for c in mine if c["config"] == "no ddp"), None)
     base_rate = base["percentiles"].get("p50", {}).get("ex_per_sec") if base else None
     if base and top is not base and "ex_per_sec" in p50 and base_rate:  # a zero baseline has no ratio
         eff = p50["ex_per_sec"] / base_rate
         metrics.append(Metric("scaling_efficiency", eff, "ratio", HIGHER))
-    return ParseResult("ddp-bench", metrics, {"model": model, "batch_size": batch,
-                                              "configurations": configs, "headline_config": top["config"]})
+    warnings = [f"the log benchmarks {len(models)} models ({', '.join(map(str, models))}): the figures are "
+                f"{model}'s; every model's rows are in details.configurations"] if len(models) > 1 else []
+    return ParseResult("ddp-bench", metrics, {"model": model, "models": models, "batch_size": batch,
+                                              "configurations": configs, "headline_config": top["config"]},
+                       warnings)
