@@ -97,6 +97,26 @@ def test_ddp_two_models_report_the_first_under_its_own_name():
     assert len(r.details["configurations"]) == 10
 
 
+def test_hf_fp32_and_fp16_runs_are_never_averaged():
+    """The WikiText-2 benchmark trains in FP32, then FP16: two figures, not their mean."""
+    def run(fp16: bool, sps: float) -> str:
+        return (f"INFO - Training/evaluation parameters TrainingArguments(bf16=False, fp16={fp16}, per_device_train_batch_size=8)\n"
+                f"{{'train_runtime': 10.0, 'train_samples_per_second': {sps}, 'train_steps_per_second': 1.0, "
+                "'train_loss': 3.2, 'epoch': 1.0}\n")
+    r = parse_text("hf-trainer", run(False, 40.0) + run(False, 42.0) + run(True, 90.0))
+    assert r.headline.name == "train_samples_per_second" and r.headline.value == pytest.approx(41.0)  # fp32 mean
+    assert r.get("train_samples_per_second_fp16").value == pytest.approx(90.0)
+    assert not r.get("train_samples_per_second_fp16").headline
+    assert r.warnings[0] == "runs in 2 precisions (fp32, fp16): each is reported apart, fp32 under the plain names"
+    assert [x["precision"] for x in r.details["runs"]] == ["fp32", "fp32", "fp16"]
+
+
+def test_hf_clm_payload_says_its_precision():
+    r = parse_text("hf-trainer", "hf-clm: model=gpt2 params=1 seq_len=8 batch_size=1 ranks=1 precision=bf16 data=x\n"
+                                 "{'train_runtime': 1.0, 'train_samples_per_second': 5.0}\n")
+    assert r.details["runs"][0]["precision"] == "bf16" and r.warnings == []
+
+
 def test_ddp_json_output():
     r = parse("ddp-bench", LOGS / "ddp_bench.json")
     assert r.headline.value == pytest.approx(32 / 0.1 * 2)

@@ -28,6 +28,7 @@ _MODEL = re.compile(r'"_name_or_path": "([^"]+)"')
 _BLOCKSIZE = re.compile(r"block_size\s*[=:]\s*(\d+)")
 # hpcai's hf-clm payload states its shape first; SYNTHETIC marks random weights and tokens
 _HPCAI = re.compile(r"hf-clm: model=(\S+) params=(\d+) seq_len=(\d+) batch_size=(\d+) ranks=(\d+)")
+_PRECISION = re.compile(r"hf-clm: model=\S+ .*?\bprecision=(\w+)")
 _GLOBAL_BATCH = re.compile(r"Total train batch size \(.*?\) = ([\d,]+)")
 
 # name -> (unit, better); metrics reported when present
@@ -68,21 +69,33 @@ def _is_number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _precision(line: str, current: str | None) -> str | None:
+    """The precision a line announces (TrainingArguments' fp16=/bf16=, hf-clm's precision=), else current."""
+    if (m := _PRECISION.search(line)):
+        return m.group(1)
+    if "TrainingArguments(" in line or ("fp16=" in line and "bf16=" in line):
+        return "fp16" if "fp16=True" in line else "bf16" if "bf16=True" in line else "fp32"
+    return current
+
+
 def _collect(lines: list[str]) -> tuple[list[dict], list[dict], list[dict]]:
-    """(train dicts from the final dict line, train blocks, eval blocks) in log order."""
+    """(train dicts from the final dict line, train blocks, eval blocks) in log order; each run
+    carries the precision announced before it (`precision`, None when the log never says)."""
     dicts, train_blocks, eval_blocks = [], [], []
     block: dict | None = None
+    precision: str | None = None
     for line in lines:
         s = line.strip()
+        precision = _precision(s, precision)
         if s.startswith("{") and "train_runtime" in s:
             try:
                 d = ast.literal_eval(s[: s.rfind("}") + 1])
             except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
                 d = None  # a cut or garbled line (TypeError: `{[1]: 2}`, an unhashable key)
             if isinstance(d, dict):
-                dicts.append(_numbers(d))
+                dicts.append({**_numbers(d), "precision": precision})
         if (m := _BLOCK.match(s)):
-            block = {}
+            block = {"precision": precision}
             (train_blocks if m.group(1) == "train" else eval_blocks).append(block)
             continue
         if block is not None and (m := _KV.match(line)):
@@ -117,13 +130,22 @@ def parse(text: str) -> ParseResult:
             if i < len(evals):
                 run.update({k: v for k, v in evals[i].items() if k not in run})
     metrics = []
+    warnings = []
+    # Repetitions are averaged, precisions never: the first precision's figures carry the plain
+    # names, each other one's get its suffix (the WikiText-2 benchmark runs FP32, then FP16).
+    precisions = list(dict.fromkeys(r.get("precision") for r in runs))
+    if len(precisions) > 1:
+        warnings.append(f"runs in {len(precisions)} precisions ({', '.join(map(str, precisions))}): each is "
+                        f"reported apart, {precisions[0]} under the plain names")
     if any(_is_number(r.get("train_samples_per_second")) or _is_number(r.get("eval_samples_per_second"))
            for r in runs):
-        for name, (unit, better) in _KNOWN.items():
-            values = [float(r[name]) for r in runs if _is_number(r.get(name))]
-            if values:
-                headline = name == "train_samples_per_second"
-                metrics.append(Metric(name, sum(values) / len(values), unit, better, headline))
+        for precision in precisions:
+            suffix = f"_{precision}" if precision != precisions[0] else ""
+            for name, (unit, better) in _KNOWN.items():
+                values = [float(r[name]) for r in runs if r.get("precision") == precision and _is_number(r.get(name))]
+                if values:
+                    headline = name == "train_samples_per_second" and not suffix
+                    metrics.append(Metric(name + suffix, sum(values) / len(values), unit, better, headline))
     if not metrics:
         raise nothing_found("hf-trainer", "train/eval metrics ('***** train metrics *****' or the final dict)", text)
     if not any(m.headline for m in metrics):
@@ -135,7 +157,6 @@ def parse(text: str) -> ParseResult:
         if (m := rx.search(joined)):
             raw = m.group(1).replace(",", "")
             details[key] = int(raw) if raw.isdigit() else raw
-    warnings = []
     if (m := _HPCAI.search(joined)):
         model, params, seq_len, batch, ranks = m.groups()
         details.update(model=model, n_params=int(params), seq_len=int(seq_len), batch_size=int(batch),
