@@ -30,19 +30,22 @@ def series_count(fig: Any) -> int:
     return sum(len(ax.get_legend_handles_labels()[0]) for ax in fig.axes)
 
 
-def bars(groups: list[tuple[str, list[float]]], ylabel: str, title: str = "") -> Any:
-    """One bar per group at its mean, error bars from min to max."""
+def bars(panels: list[tuple[str, str, list[tuple[str, list[float]]]]]) -> Any:
+    """One axis per (title, ylabel, groups) panel: a payload's headline never shares an axis with
+    another's. One bar per group at its mean, error bars from min to max."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(groups) + 2), 4))
-    labels = [g for g, _ in groups]
-    means = [sum(v) / len(v) for _, v in groups]
-    lo = [m - min(v) for m, (_, v) in zip(means, groups)]
-    hi = [max(v) - m for m, (_, v) in zip(means, groups)]
-    ax.bar(range(len(groups)), means, yerr=[lo, hi], capsize=4, label=ylabel)
-    ax.set_xticks(range(len(groups)), labels, rotation=20, ha="right")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend()
+    width = max(4, 1.2 * max(len(groups) for _, _, groups in panels) + 2)
+    fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), 4), squeeze=False)
+    for ax, (title, ylabel, groups) in zip(axes[0], panels):
+        labels = [g for g, _ in groups]
+        means = [sum(v) / len(v) for _, v in groups]
+        lo = [m - min(v) for m, (_, v) in zip(means, groups)]
+        hi = [max(v) - m for m, (_, v) in zip(means, groups)]
+        ax.bar(range(len(groups)), means, yerr=[lo, hi], capsize=4, label=ylabel)
+        ax.set_xticks(range(len(groups)), labels, rotation=20, ha="right")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend()
     fig.tight_layout()
     return fig
 
@@ -78,7 +81,8 @@ def busbw_vs_size(runs: list[tuple[str, list[dict], str]], unit: str) -> Any:
     fig, ax = plt.subplots(figsize=(7, 4))
     for label, rows, column in runs:
         xs = [r["size"] for r in rows]
-        ys = [max(v for v in (r.get(f"oop_{column}"), r.get(f"ip_{column}"), r.get(column)) if v is not None)
+        # out-of-place first, as the busbw_max_size metric reads it
+        ys = [next(v for v in (r.get(f"oop_{column}"), r.get(f"ip_{column}"), r.get(column)) if v is not None)
               for r in rows]
         ax.plot(xs, ys, marker=".", label=label)
     ax.set_xscale("log", base=2)
@@ -110,11 +114,12 @@ def auto(records: list[RunRecord], kind: str = "auto") -> Any:
     if kind == "scaling" or (kind == "auto" and any(
             len({p.nodes for p in table if p.series == s}) > 1 for s in {p.series for p in table})):
         return scaling(table)
-    groups: dict[str, list[float]] = {}
-    head = ok[0].result.headline
+    panels: dict[tuple[str, str], dict[str, list[float]]] = {}
     for r in ok:
-        groups.setdefault(f"{r.system}\n{config_key(r)}", []).append(r.result.headline.value)
-    return bars(list(groups.items()), f"{head.name} ({head.unit})", title=ok[0].payload)
+        head = r.result.headline
+        groups = panels.setdefault((r.payload, f"{head.name} ({head.unit})"), {})
+        groups.setdefault(f"{r.system}\n{config_key(r)}", []).append(head.value)
+    return bars([(payload, ylabel, list(groups.items())) for (payload, ylabel), groups in panels.items()])
 
 
 def save(fig: Any, path: Path) -> None:
