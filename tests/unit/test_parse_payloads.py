@@ -6,6 +6,7 @@ documented variant: launcher prefixes, stderr logging, JSON outputs, truncated l
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -247,3 +248,18 @@ def test_parser_lookup_by_payload_and_alias():
     assert parser_for_payload("nccl-tests") == "nccl-tests"
     with pytest.raises(UsageError, match="unknown parser 'nope'; valid: .*nccl-tests"):
         parser_for_payload("nope")
+
+
+def test_megatron_tokens_per_second_from_the_runs_seq_len(hpcai):
+    """CARAML's log prints the global batch but not the sequence length: --var seq_len gives tokens/s."""
+    log = str(LOGS / "megatron_caraml.log")
+    without = json.loads(hpcai("results", "parse", "--payload", "megatron", log, "--json").stdout)
+    assert "tokens_per_second" not in {m["name"] for m in without["metrics"]}
+    res = hpcai("results", "parse", "--payload", "megatron", log, "--var", "seq_len=2048", "--json")
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(res.stdout)
+    tokens = next(m for m in doc["metrics"] if m["name"] == "tokens_per_second")
+    per_iter = next(m for m in doc["metrics"] if m["name"] == "time_per_iteration")["value"]
+    gbs = doc["details"]["global_batch_size"]
+    assert tokens["value"] == pytest.approx(gbs * 2048 / per_iter)
+    assert tokens["formula"] == "global_batch * seq_len / time_per_iteration"

@@ -1,8 +1,10 @@
-"""Model-FLOPs estimates recorded next to the measured throughput, with the formula named.
+"""LLM figures that need run facts the log may not print, recorded with the formula named.
 
 HF causal LM (what HPC centres use for fine-tuning runs):
     TFLOP/s per GPU = samples/s × 6 × N_params × seq_len / GPUs / 1e12
-Megatron prints its own per-GPU figure (`throughput per GPU (TFLOP/s/GPU)`), kept as is.
+Megatron prints its own per-GPU figure (`throughput per GPU (TFLOP/s/GPU)`), kept as is; its
+tokens/s = global batch × seq_len / seconds per iteration, with seq_len from the log or the run's
+variables (`seq_len`, as CARAML sets it), global batch from the log or `global_batch_size`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 from hpcai.results.metrics import HIGHER, Metric, ParseResult
 
 FORMULA_6ND = "samples_per_second * 6 * n_params * seq_len / gpus / 1e12"
+FORMULA_TOKENS = "global_batch * seq_len / time_per_iteration"
 
 # Parameter counts of models our payloads use by default (when the log does not print them).
 KNOWN_PARAMS = {
@@ -36,7 +39,11 @@ def _num(value: Any) -> float | None:
 
 
 def add_to_result(result: ParseResult, plan: dict[str, Any]) -> None:
-    """Add `tflops_per_gpu` to an HF result when parameters and sequence length are known."""
+    """Add `tflops_per_gpu` to an HF result, `tokens_per_second` to a Megatron one, when the facts
+    they need are known (plan: `payload_vars`, `nodes`, `gpus_per_node`, `ntasks_per_node`)."""
+    if result.parser == "megatron":
+        add_megatron_tokens(result, plan.get("payload_vars") or {})
+        return
     if result.parser != "hf-trainer" or result.get("tflops_per_gpu"):
         return
     sps = result.get("train_samples_per_second")
@@ -56,3 +63,20 @@ def add_to_result(result: ParseResult, plan: dict[str, Any]) -> None:
     value = causal_lm_tflops(sps.value, n_params, int(seq_len), gpus)
     result.metrics.append(Metric("tflops_per_gpu", value, "TFLOP/s", HIGHER, False, FORMULA_6ND))
     result.details["tflops_inputs"] = {"n_params": n_params, "seq_len": int(seq_len), "gpus": gpus}
+
+
+def add_megatron_tokens(result: ParseResult, pvars: dict[str, Any], warn: bool = True) -> None:
+    """tokens_per_second from the log's facts, else PVARS'; warn: say so when neither has them."""
+    per_iter = result.get("time_per_iteration")
+    if result.get("tokens_per_second") or per_iter is None or per_iter.value <= 0:
+        return
+    seq_len = _num(result.details.get("seq_len") or pvars.get("seq_len") or pvars.get("seq_length"))
+    gbs = _num(result.details.get("global_batch_size") or pvars.get("global_batch_size"))
+    if not seq_len or not gbs:
+        if warn:
+            result.warnings.append("tokens/s not computed: global batch size or sequence length unknown "
+                                   "(give seq_len / global_batch_size)")
+        return
+    result.metrics.append(Metric("tokens_per_second", gbs * seq_len / per_iter.value, "tokens/s", HIGHER,
+                                 formula=FORMULA_TOKENS))
+    result.details["tokens_inputs"] = {"global_batch_size": gbs, "seq_len": int(seq_len)}

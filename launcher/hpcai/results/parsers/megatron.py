@@ -4,8 +4,9 @@
 
 The rest of the line is split on `|` into `label: value` pairs. CARAML's patch prints seconds
 (`elapsed time per iteration (s)`) and `TFLOPs:`. The first logged interval is warm-up and is
-skipped when there are more. tokens/s = global batch × seq_len / seconds per iteration, when the
-log prints `global batch size` and the caller knows seq_len (details keep what was found).
+skipped when there are more. tokens/s = global batch × seq_len / seconds per iteration
+(hpcai.results.tflops), from the log's `global batch size` and `seq-length`, or the run's
+variables (`seq_len`, `global_batch_size`) when the log lacks them.
 """
 
 from __future__ import annotations
@@ -64,9 +65,11 @@ def parse(text: str) -> ParseResult:
         metrics.append(Metric("time_per_iteration", sum(secs) / len(secs), "s", LOWER, headline=not tfl))
     gbs = next((i["global batch size"] for i in reversed(iters) if "global batch size" in i), None)
     seq = _SEQ.search("\n".join(lines))
-    if secs and gbs and seq and sum(secs) > 0:  # a zero time (garbled line) gives no rate, not a crash
-        tokens = gbs * int(seq.group(1)) / (sum(secs) / len(secs))
-        metrics.append(Metric("tokens_per_second", tokens, "tokens/s", HIGHER, formula="global_batch * seq_len / time_per_iteration"))
     if not metrics:
         raise nothing_found("megatron", "iteration time or TFLOP/s", text)
-    return ParseResult("megatron", metrics, {"iterations": iters, "global_batch_size": gbs})
+    result = ParseResult("megatron", metrics, {"iterations": iters, "global_batch_size": gbs,
+                                               "seq_len": int(seq.group(1)) if seq else None})
+    from hpcai.results.tflops import add_megatron_tokens
+
+    add_megatron_tokens(result, {}, warn=False)  # the run's facts may still give it (records, results parse --var)
+    return result
