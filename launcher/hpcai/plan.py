@@ -78,6 +78,7 @@ class LaunchPlan:
     secret_env: dict[str, str] = field(default_factory=dict, repr=False)  # process env only
     warnings: list[str] = field(default_factory=list)
     profiles: list[str] = field(default_factory=list)  # payload profiles, as given
+    payload_values: dict[str, str] = field(default_factory=dict)  # every variable, resolved
 
     @property
     def commands(self) -> list[list[str]]:
@@ -101,6 +102,7 @@ class LaunchPlan:
             "site": self.site, "site_source": self.site_source,
             "backend": self.backend, "runtime": self.runtime, "image": self.image,
             "payload": self.payload, "payload_vars": self.payload_vars, "profiles": self.profiles,
+            "payload_values": self.payload_values,
             "command": redact_argv(self.command),
             "argv": redact_argv(self.argv),
             "rank_argvs": [redact_argv(a) for a in self.rank_argvs],
@@ -169,14 +171,16 @@ def parse_vars(args: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _payload(opts: LaunchOptions, valid: list[str] | None) -> tuple[str, dict[str, str], list[str]]:
-    """(label, vars, command after the entrypoint)."""
+def _payload(opts: LaunchOptions, valid: list[str] | None,
+             family: str | None = None) -> tuple[str, dict[str, str], list[str], dict[str, str]]:
+    """(label, the var=value overrides, command after the entrypoint, every variable's value as the
+    image's runner will resolve it: defaults, the family's profile, --profile, overrides)."""
     if opts.cmd:
         if opts.payload or opts.payload_args:
             raise UsageError("give either a payload name or --cmd with a raw command, not both")
         if opts.profiles:
             raise UsageError("--profile sets a payload's variables; a --cmd command has none")
-        return "cmd", {}, list(opts.cmd)
+        return "cmd", {}, list(opts.cmd), {}
     from hpcai import payloads
     from hpcai.runtimes import BENCH
 
@@ -186,6 +190,7 @@ def _payload(opts: LaunchOptions, valid: list[str] | None) -> tuple[str, dict[st
     if opts.payload not in known:
         raise unknown("payload", opts.payload, known)
     overrides = parse_vars(opts.payload_args)
+    values: dict[str, str] = {}
     if opts.payload in payloads.available_payloads():  # unknown profiles and variables fail here
         manifest = payloads.load_payload(opts.payload)
         known_profiles = sorted(manifest.raw.get("profiles", {}))
@@ -193,10 +198,10 @@ def _payload(opts: LaunchOptions, valid: list[str] | None) -> tuple[str, dict[st
             if name not in known_profiles:
                 raise UsageError(f"payload {opts.payload} has no profile {name!r}; its profiles: "
                                  f"{', '.join(known_profiles) or 'none'}")
-        manifest.validate_vars(overrides, profiles=opts.profiles)
+        values = manifest.validate_vars(overrides, family=family, profiles=opts.profiles)
     profile_args = [arg for name in opts.profiles for arg in ("--profile", name)]
     return opts.payload, overrides, [BENCH, *profile_args, opts.payload,
-                                     *(f"{k}={v}" for k, v in overrides.items())]
+                                     *(f"{k}={v}" for k, v in overrides.items())], values
 
 
 def _check_mpi_launch(label: str, backend: str, geom: Geometry) -> bool:
@@ -298,7 +303,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     warnings += notes
     labels = check_image(runtime_name, runtime, opts.image) if check else _labels_if_here(runtime, opts.image)
     image_payloads = [p for p in labels.get("hpcai.payloads", "").split(",") if p] or None
-    label, payload_vars, command = _payload(opts, image_payloads)
+    label, payload_vars, command, payload_values = _payload(opts, image_payloads, labels.get("hpcai.family"))
     job_id = env_now.get("SLURM_JOB_ID") if backend == "srun" else None
     run_dir = _run_dir(opts, label, job_id)
     log_dir = str(run_dir / record.LOGS)
@@ -322,7 +327,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         image_env=not Path(opts.image).is_dir() or (Path(opts.image) / "ch" / "environment").is_file())
     plan = LaunchPlan(site=site.name, site_source=site.source, backend=backend, runtime=runtime_name,
                       image=opts.image, payload=label, payload_vars=payload_vars, command=command,
-                      profiles=list(opts.profiles),
+                      profiles=list(opts.profiles), payload_values=payload_values,
                       geometry=geom, binds=binds, container_env=container_env, argv=[],
                       run_dir=str(run_dir), job_id=job_id, energy=opts.energy, warnings=warnings,
                       secret_env=_secret_process_env(secret_env, runtime))

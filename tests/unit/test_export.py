@@ -111,3 +111,24 @@ def test_per_gpu_copies_sum_throughputs_and_skip_hidden_records(tmp_path):
     assert result.headline.value == 210.0 and result.details["per_gpu_copies"] == 2
     assert result.get("img_per_sec_per_device").value == 210.0  # a rate: summed as well
     assert [r.path.name for r in load_all([tmp_path])] == ["pg"]
+
+
+def test_caraml_columns_from_resolved_variables_and_software_version(tmp_path, hpcai):
+    """Model/Dataset/BatchSize come from the values the run resolved (defaults, profiles), not only from
+    explicit var=value; Version is the software's, not the image path (issue 11)."""
+    make_run(tmp_path, "hf", "hf-clm", (LOGS / "hf_clm_hpcai.log").read_text(), payload_vars={},
+             payload_values={"model": "gpt2-tiny", "dataset": "synthetic", "batch_size": "4", "steps": "5"},
+             image_labels={"hpcai.component.framework": "torch==2.13.0", "hpcai.base": "debian:bookworm-slim"},
+             cpus_per_task=7)
+    make_run(tmp_path, "mg", "megatron", (LOGS / "megatron_caraml.log").read_text(),
+             payload_vars={"seq_len": "2048", "tp": "2", "pp": "4", "model_size": "800M"},
+             image_labels={"hpcai.base": "nvcr.io/nvidia/pytorch:26.03-py3"})
+    rows = {r["RunDir"].rsplit("/", 1)[-1]: r for r in
+            csv.DictReader(io.StringIO(hpcai("results", "export", str(tmp_path), "--csv").stdout))}
+    hf, mg = rows["hf"], rows["mg"]
+    assert (hf["Version"], hf["Model"], hf["Dataset"], hf["BatchSize/Device"], hf["Iterations"],
+            hf["Threads/Task"]) == ("torch==2.13.0", "gpt2-tiny", "synthetic", "4", "5", "7")
+    assert hf["GlobalBatchSize"] == "32"  # 4 per device × 8 devices
+    assert (mg["Version"], mg["ModelSize"], mg["TensorParallel"], mg["PipelineParallel"], mg["DataParallel"]) == \
+        ("pytorch 26.03-py3", "800M", "2", "4", "1")
+    assert float(mg["Tokens/second"]) > 0 and float(mg["Time/iteration(s)"]) > 0 and mg["Iterations"]

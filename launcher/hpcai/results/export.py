@@ -1,9 +1,12 @@
 """CSV/JSON export: one row per run, CARAML-style columns plus provenance.
 
-CARAML's tables (JobID, System, Version, Queue, Runtime(s), Model, Dataset, Nodes, Devices,
-Tasks/Node, GlobalBatchSize, BatchSize/Device, <throughput>, Avg_TFLOPs/GPU, EnergyFile) are
-kept by name; the throughput is split into Metric/Value/Unit so every payload fits one table;
-provenance (image, digest, component versions, hpcai version, argv) closes each row.
+CARAML's ResNet-50 and LLM tables (JobID, System, Version, Queue, Runtime(s), Model, ModelSize,
+Dataset, Nodes, Devices, Tasks/Node, Threads/Task, GlobalBatchSize, BatchSize/Device, PP/TP/DP,
+Iterations, Time/iteration(s), Images/second, Tokens/second, Avg_TFLOPs/GPU, EnergyFile) are kept
+by name, filled from the variables as the run resolved them (defaults and profiles too); the
+headline is also given as Metric/Value/Unit so every payload fits one table; provenance (image,
+digest, component versions, hpcai version, argv) closes each row. Version is the software's
+(the framework requirement, else the base image's tag), not the image path.
 """
 
 from __future__ import annotations
@@ -16,11 +19,39 @@ from typing import Any
 from hpcai.results.records import RunRecord
 
 COLUMNS = [
-    "JobID", "System", "Version", "Queue", "Runtime(s)", "Payload", "Model", "Dataset", "Nodes",
-    "Devices", "Tasks/Node", "GlobalBatchSize", "BatchSize/Device", "Metric", "Value", "Unit",
-    "Avg_TFLOPs/GPU", "Energy(Wh)", "EnergyFile", "Status", "Image", "ImageDigest",
-    "ComponentVersions", "HpcaiVersion", "RunDir",
+    "JobID", "System", "Version", "Queue", "Runtime(s)", "Payload", "Model", "ModelSize", "Dataset", "Nodes",
+    "Devices", "Tasks/Node", "Threads/Task", "GlobalBatchSize", "BatchSize/Device", "PipelineParallel",
+    "TensorParallel", "DataParallel", "Iterations", "Time/iteration(s)", "Metric", "Value", "Unit",
+    "Images/second", "Tokens/second", "Avg_TFLOPs/GPU", "Energy(Wh)", "EnergyFile", "Status", "Image",
+    "ImageDigest", "ComponentVersions", "HpcaiVersion", "RunDir",
 ]
+
+
+def _first(values: dict[str, Any], *names: str) -> Any:
+    return next((values[n] for n in names if values.get(n) not in (None, "")), None)
+
+
+def _size(n_params: Any) -> str:
+    """124439808 -> 124M, 6738415616 -> 6.7B (CARAML's ModelSize column)."""
+    try:
+        n = float(n_params)
+    except (TypeError, ValueError):
+        return str(n_params or "")
+    return f"{n / 1e9:.3g}B" if n >= 1e9 else f"{n / 1e6:.3g}M"
+
+
+def _version(plan: dict[str, Any]) -> str:
+    """The software version a CARAML table means: the framework's, else the base image's tag."""
+    labels = plan.get("image_labels") or {}
+    if not isinstance(labels, dict):
+        labels = {}
+    if labels.get("hpcai.component.framework"):
+        return str(labels["hpcai.component.framework"])
+    base = str(labels.get("hpcai.base") or "")
+    if base:
+        name, _, tag = base.rpartition(":")
+        return f"{name.rsplit('/', 1)[-1]} {tag}" if name and "/" not in tag else base
+    return str(plan.get("hpcai_version") or "")
 
 
 def _labels(plan: dict[str, Any]) -> dict[str, str]:
@@ -29,36 +60,57 @@ def _labels(plan: dict[str, Any]) -> dict[str, str]:
 
 
 def row(rec: RunRecord) -> dict[str, Any]:
-    plan, pvars = rec.plan, rec.plan.get("payload_vars") or {}
+    plan = rec.plan
+    # every variable as the runner resolved it (defaults, profiles), then the explicit overrides
+    pvars = {**(plan.get("payload_values") or {}), **(plan.get("payload_vars") or {})}
     res = rec.result
     head = res.headline if res else None
-    tflops = res.get("tflops_per_gpu") if res else None
-    energy = res.get("energy_wh") if res else None
+
+    def metric(*names: str) -> Any:
+        found = next((m for n in names if res and (m := res.get(n))), None)
+        return found.value if found else ""
+
     details = res.details if res else {}
-    batch = pvars.get("batch_size") or details.get("batch_size")
-    gbs = pvars.get("global_batch_size") or details.get("global_batch_size")
+    batch = _first(pvars, "batch_size", "micro_batch_size") or details.get("batch_size")
+    gbs = _first(pvars, "global_batch_size") or details.get("global_batch_size")
     if gbs is None and batch is not None:
         gbs = int(batch) * rec.devices
+    tp, pp = _first(pvars, "tp", "tensor_parallel"), _first(pvars, "pp", "pipeline_parallel")
+    dp = _first(pvars, "dp", "data_parallel")
+    if dp is None and tp and pp:
+        dp = rec.devices // (int(tp) * int(pp)) or ""
+    iterations = _first(pvars, "iterations", "train_iters", "steps")
+    if iterations is None and details.get("iterations"):
+        iterations = details["iterations"][-1].get("iteration")
     energy_dir = rec.path / "energy"
     return {
         "JobID": plan.get("job_id") or "",
         "System": rec.system,
-        "Version": plan.get("image") or "",
+        "Version": _version(plan),
         "Queue": plan.get("partition") or "",
         "Runtime(s)": rec.status.get("wall_s") or "",
         "Payload": rec.payload,
-        "Model": pvars.get("model") or details.get("model") or "",
-        "Dataset": pvars.get("dataset") or "",
+        "Model": _first(pvars, "model") or details.get("model") or "",
+        "ModelSize": _first(pvars, "model_size") or _size(details.get("n_params")),
+        "Dataset": _first(pvars, "dataset") or "",
         "Nodes": rec.nodes,
         "Devices": rec.devices,
         "Tasks/Node": plan.get("ntasks_per_node") or 1,
+        "Threads/Task": plan.get("cpus_per_task") or "",
         "GlobalBatchSize": gbs or "",
         "BatchSize/Device": batch or "",
+        "PipelineParallel": pp or "",
+        "TensorParallel": tp or "",
+        "DataParallel": dp or "",
+        "Iterations": iterations or "",
+        "Time/iteration(s)": metric("time_per_iteration"),
         "Metric": head.name if head else "",
         "Value": head.value if head else "",
         "Unit": head.unit if head else "",
-        "Avg_TFLOPs/GPU": tflops.value if tflops else "",
-        "Energy(Wh)": energy.value if energy else "",
+        "Images/second": metric("images_per_sec", "img_per_sec_total"),
+        "Tokens/second": metric("tokens_per_second"),
+        "Avg_TFLOPs/GPU": metric("tflops_per_gpu"),
+        "Energy(Wh)": metric("energy_wh"),
         "EnergyFile": str(energy_dir) if energy_dir.is_dir() else "",
         "Status": rec.state if not rec.error else f"{rec.state} ({rec.error})",
         "Image": plan.get("image") or "",
