@@ -30,6 +30,7 @@ class LaunchOptions:
     payload: str | None = None            # payload name; None with cmd
     payload_args: tuple[str, ...] = ()    # var=value overrides
     profiles: tuple[str, ...] = ()        # payload profiles (hpcai-bench --profile NAME), in order
+    srun_args: tuple[str, ...] = ()       # extra srun options, verbatim (--srun-arg)
     cmd: tuple[str, ...] = ()             # raw command (--cmd … -- ARGS)
     nodes: int = 1
     ntasks_per_node: int | None = None    # default: site GPUs per node, else 1
@@ -217,6 +218,16 @@ def _check_mpi_launch(label: str, backend: str, geom: Geometry) -> bool:
     return needs_mpi
 
 
+def _srun_args(args: tuple[str, ...]) -> tuple[str, ...]:
+    """`--srun-arg=--exclusive` …: options srun takes that hpcai has no flag for (HPE's Llama runs:
+    --ntasks-per-socket=1 --sockets-per-node=4 --exclusive), after the site's own srun_options."""
+    for arg in args:
+        if not arg.startswith("-") or any(c in arg for c in "\n\r\0"):
+            raise UsageError(f"--srun-arg {arg!r}: expected one srun option such as --exclusive or "
+                             "--ntasks-per-socket=1, on one line")
+    return tuple(args)
+
+
 def _positive(name: str, value: int | None) -> None:
     if value is not None and value < (1 if name in ("--nodes", "--ntasks-per-node") else 0):
         raise UsageError(f"{name} must be a positive number, got {value}")
@@ -246,7 +257,8 @@ def _geometry(opts: LaunchOptions, site: SiteProfile, backend: str, env: dict[st
         per_gpu=opts.per_gpu, mpi=mpi, distribution=site.distribution, cpu_bind=site.cpu_bind,
         partition=opts.partition or site.partition, account=opts.account or site.account,
         time=opts.time, nodelist=opts.nodelist, in_allocation=bool(env.get("SLURM_JOB_ID")),
-        log_dir=log_dir if backend == "srun" else "", extra=site.srun_options if backend == "srun" else ())
+        log_dir=log_dir if backend == "srun" else "",
+        extra=(*site.srun_options, *_srun_args(opts.srun_args)) if backend == "srun" else ())
 
 
 def _run_dir(opts: LaunchOptions, label: str, job_id: str | None) -> Path:

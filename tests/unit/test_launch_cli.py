@@ -163,3 +163,17 @@ def test_profile_reaches_the_runner_and_the_record(hpcai, tmp_path):
 def test_bad_profile_is_one_line(hpcai, tmp_path, args, message):
     res = hpcai("launch", "--dry-run", "--site", "generic-slurm", "--image", "x.sif", "-o", str(tmp_path / "r"), *args)
     assert res.exit_code == 2 and res.stderr.strip() == message
+
+
+def test_srun_arg_passes_scheduler_options_through(hpcai, tmp_path):
+    """HPE's Llama runs: srun --ntasks-per-socket=1 --sockets-per-node=4 --exclusive."""
+    res = hpcai("launch", "--json", "--site", "generic-slurm", "--image", "x.sif", "-N", "2", "-o", str(tmp_path / "r"),
+                "--srun-arg=--ntasks-per-socket=1", "--srun-arg", "--sockets-per-node=4", "--srun-arg=--exclusive",
+                "sanity")
+    assert res.exit_code == 0, res.stderr
+    argv = json.loads(res.stdout)["argv"]
+    shim = argv.index("/bin/sh")
+    assert argv[shim - 3:shim] == ["--ntasks-per-socket=1", "--sockets-per-node=4", "--exclusive"]
+    bad = hpcai("launch", "--dry-run", "--site", "generic-slurm", "--image", "x.sif", "-o", str(tmp_path / "b"),
+                "--srun-arg=exclusive\n; rm -rf /", "sanity")
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: --srun-arg 'exclusive\\n; rm -rf /': expected one srun")

@@ -48,6 +48,8 @@ def options_argv(opts) -> list[str]:
         out += ["--bind", b]
     for p in opts.profiles:
         out += ["--profile", p]
+    for a in opts.srun_args:
+        out.append(f"--srun-arg={a}")  # `=`: the value starts with a dash
     for e in opts.env:
         out += ["--env", e.partition("=")[0] if is_secret(e.partition("=")[0]) else e]
     out += [flag for flag, on in (("--per-gpu", opts.per_gpu), ("--energy", opts.energy),
@@ -158,6 +160,7 @@ def register(app: typer.Typer) -> None:
         nodelist: str = typer.Option("", "--nodelist", "-w", help="Slurm host list (mpiexec: hostfile)."),
         output_dir: str | None = typer.Option(None, "--output-dir", "-o", help="Run record folder [default: runs/<time>-<payload>[-<jobid>]]."),
         profile: list[str] = typer.Option([], "--profile", help="Payload profile (hpcai payloads show NAME), repeatable; var=value still wins."),
+        srun_arg: list[str] = typer.Option([], "--srun-arg", help="An srun option hpcai has no flag for, e.g. --srun-arg=--exclusive; repeatable."),
         energy: bool = typer.Option(False, "--energy", help="Measure power per node (jpwr) into the record."),
         no_entrypoint: bool = typer.Option(False, "--no-entrypoint", help="The image has no hpcai-entrypoint: run the command bare."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact command and the site; start nothing."),
@@ -169,7 +172,7 @@ def register(app: typer.Typer) -> None:
                         partition=partition, account=account, site=site, runtime=runtime,
                         backend=backend, binds=tuple(bind), env=tuple(env), mpi=mpi, per_gpu=per_gpu,
                         nodelist=nodelist, output_dir=output_dir, energy=energy,
-                        no_entrypoint=no_entrypoint, profiles=tuple(profile))
+                        no_entrypoint=no_entrypoint, profiles=tuple(profile), srun_args=tuple(srun_arg))
         from hpcai.plan import plan_launch
 
         if dry_run or as_json:  # normally handled by fast_launch before typer parses anything
@@ -203,6 +206,7 @@ def register(app: typer.Typer) -> None:
         nodelist: str = typer.Option("", "--nodelist", "-w"),
         output_dir: str | None = typer.Option(None, "--output-dir", "-o"),
         profile: list[str] = typer.Option([], "--profile"),
+        srun_arg: list[str] = typer.Option([], "--srun-arg"),
         energy: bool = typer.Option(False, "--energy"),
         no_entrypoint: bool = typer.Option(False, "--no-entrypoint"),
         no_submit: bool = typer.Option(False, "--no-submit", help="Write the script, do not call sbatch."),
@@ -221,7 +225,7 @@ def register(app: typer.Typer) -> None:
                         partition=partition, account=account, site=site, runtime=runtime,
                         binds=tuple(bind), env=tuple(env), mpi=mpi, per_gpu=per_gpu, nodelist=nodelist,
                         output_dir=output_dir, energy=energy, no_entrypoint=no_entrypoint,
-                        profiles=tuple(profile))
+                        profiles=tuple(profile), srun_args=tuple(srun_arg))
         script, job_id = submit_plan(plan_launch(opts, check=not no_submit), opts, submit=not no_submit)
         sys.stdout.write((job_id or str(script)) + "\n")
         if job_id and (wait or wait_timeout is not None):
@@ -258,7 +262,8 @@ FAST_OPTIONS = [
     ("bind", ("--bind", "-B"), "list", None), ("env", ("--env", "-e"), "list", None),
     ("mpi", ("--mpi",), "str", None), ("per_gpu", ("--per-gpu",), "flag", None),
     ("nodelist", ("--nodelist", "-w"), "str", None), ("output_dir", ("--output-dir", "-o"), "str", None),
-    ("profile", ("--profile",), "list", None), ("energy", ("--energy",), "flag", None), ("no_entrypoint", ("--no-entrypoint",), "flag", None),
+    ("profile", ("--profile",), "list", None), ("srun_arg", ("--srun-arg",), "list", None),
+    ("energy", ("--energy",), "flag", None), ("no_entrypoint", ("--no-entrypoint",), "flag", None),
     ("dry_run", ("--dry-run",), "flag", None), ("as_json", ("--json",), "flag", None),
 ]
 
@@ -318,7 +323,7 @@ def fast_launch(argv: list[str]) -> int | None:
     opts = _options(ns.image, [*ns.words, *words_after], ns.cmd, nodes=ns.nodes or 1,
                     time=ns.time_ or "", partition=ns.partition or "", account=ns.account or "",
                     binds=tuple(ns.bind), env=tuple(ns.env), nodelist=ns.nodelist or "",
-                    profiles=tuple(ns.profile), **kw)
+                    profiles=tuple(ns.profile), srun_args=tuple(ns.srun_arg), **kw)
     if ns.dry_run or ns.as_json:
         _preview(plan_launch(opts, check=False), ns.as_json)
         return 0

@@ -30,6 +30,7 @@ def sweep(
     bind: Optional[list[str]] = typer.Option(None, "--bind", "-B", help="SRC[:DST], repeatable (as for launch)."),
     env: Optional[list[str]] = typer.Option(None, "--env", "-e", help="KEY=VALUE or KEY, repeatable (as for launch)."),
     profile: Optional[list[str]] = typer.Option(None, "--profile", help="Payload profile, repeatable (as for launch)."),
+    srun_arg: Optional[list[str]] = typer.Option(None, "--srun-arg", help="Extra srun option, repeatable (as for launch)."),
     energy: bool = typer.Option(False, "--energy", help="Measure power with jpwr at every point."),
     output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Sweep folder (default runs/sweep-<time>)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
@@ -59,7 +60,8 @@ def sweep(
     base = {k: v for k, v in (("site", site), ("partition", partition), ("image", image), ("runtime", runtime),
                               ("mpi", mpi), ("ntasks_per_node", ntasks_per_node), ("gpus_per_node", gpus_per_node),
                               ("account", account), ("time", time_), ("binds", tuple(bind or ()) or None),
-                              ("env", tuple(env or ()) or None), ("profiles", tuple(profile or ()) or None))
+                              ("env", tuple(env or ()) or None), ("profiles", tuple(profile or ()) or None),
+                              ("srun_args", tuple(srun_arg or ()) or None))
             if v is not None}
     if energy:
         base["energy"] = True
