@@ -84,6 +84,19 @@ def hpcai(capsys):
 
 
 @pytest.fixture
+def site_path(tmp_path):
+    """site_path(NAME, TOML) -> a folder for HPCAI_SITE_PATH holding the test's own site NAME."""
+    folder = tmp_path / "sites"
+
+    def write(name: str, text: str) -> str:
+        folder.mkdir(exist_ok=True)
+        (folder / f"{name}.toml").write_text(text)
+        return str(folder)
+
+    return write
+
+
+@pytest.fixture
 def hpcai_exe() -> list[str]:
     """argv prefix to run the CLI as a real subprocess (exit codes, signals, no tracebacks)."""
     return [sys.executable, "-m", "hpcai"]

@@ -193,15 +193,13 @@ GLOO_ADDR = "import os\n" + GLOO.replace('print("GLOO",', 'print("GLOO", os.envi
 
 @pytest.mark.slurm
 @pytest.mark.docker
-def test_jsc_suffix_master_addr_reaches_torch(pytorch_cpu_image, hpcai_exe, tmp_path):
-    sites = tmp_path / "sites"
-    sites.mkdir()
-    (sites / "jsc-test.toml").write_text(JSC_LIKE_SITE)
+def test_jsc_suffix_master_addr_reaches_torch(pytorch_cpu_image, hpcai_exe, tmp_path, site_path):
+    sites = site_path("jsc-test", JSC_LIKE_SITE)
     run_dir = tmp_path / tmp_path.name
     argv = [*hpcai_exe, "launch", "--image", pytorch_cpu_image, "--site", "jsc-test", "-N", "2",
             "--ntasks-per-node", "1", "--output-dir", str(run_dir), "--cmd", "--", "python3", "-c", GLOO_ADDR]
     res = subprocess.run(argv, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT, cwd=tmp_path,
-                         env={**ENV, "HPCAI_SITE_PATH": str(sites)})
+                         env={**ENV, "HPCAI_SITE_PATH": sites})
     assert res.returncode == 0, explain(res, run_dir)
     # Every nid00Xi maps to 127.0.0.1 here; without the suffix MASTER_ADDR would be the bare name.
     expected = socket.gethostbyname("nid001i")

@@ -71,11 +71,8 @@ OMPI_MCA_btl = "tcp,self"
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_launch_picks_pmix_for_the_open_mpi_image(pytorch_cpu_image, hpcai_exe, tmp_path):
-    sites = tmp_path / "sites"
-    sites.mkdir()
-    (sites / "cray-like.toml").write_text(CRAY_LIKE)
-    env = {**ENV, "HPCAI_SITE_PATH": str(sites)}
+def test_launch_picks_pmix_for_the_open_mpi_image(pytorch_cpu_image, hpcai_exe, tmp_path, site_path):
+    env = {**ENV, "HPCAI_SITE_PATH": site_path("cray-like", CRAY_LIKE)}
     base = [*hpcai_exe, "launch", "--image", pytorch_cpu_image, "--site", "cray-like", "-N", "2",
             "--ntasks-per-node", "2"]
     refused = tmp_path / "refused"
