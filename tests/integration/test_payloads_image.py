@@ -41,7 +41,7 @@ def test_pytorch_cpu_default_suite(pytorch_cpu_image):
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     got = results(res.stdout)
     # The image's HPCAI_DEFAULT_SUITE: the flavor's default payloads in flavors.toml order.
-    suite = ["sanity", "mpi-allreduce", "ddp-bench", "hf-clm"]
+    suite = ["sanity", "mpi-allreduce", "ddp-bench", "hf-clm", "mila-suite"]
     assert list(got) == suite
     assert all(r["status"] == "PASS" for r in got.values()), got
     assert got["sanity"]["metrics"] == {"world_size": 1.0}
@@ -51,6 +51,9 @@ def test_pytorch_cpu_default_suite(pytorch_cpu_image):
     assert hf["synthetic"] is True and hf["vars"]["model"] == "gpt2-tiny"
     assert hf["metrics"]["samples_per_second"] > 0 and hf["metrics"]["tflops_per_gpu"] > 0
     assert got["mpi-allreduce"]["metrics"]["busbw_max_size"] > 0
+    mila = parse_text("mila", section(res.stdout, "mila-suite"))  # six benchmarks, the same score
+    assert len(mila.details["benchmarks"]) == 6 and got["mila-suite"]["metrics"]["nans"] == 0
+    assert mila.headline.value == pytest.approx(got["mila-suite"]["metrics"]["score"], rel=1e-6)
     # the summary table closes the run
     table = res.stdout[res.stdout.rindex("\npayload "):].splitlines()[1:]
     assert [row.split()[0] for row in table[2:]] == suite

@@ -113,6 +113,20 @@ def test_hf_clm_tiny_gpt2_two_nodes(pytorch_cpu_image, hpcai_exe, tmp_path):
     assert recorded(run)["samples_per_second"] == pytest.approx(sps, rel=1e-3)  # the documented name
 
 
+def test_mila_suite_on_two_nodes(pytorch_cpu_image, hpcai_exe, tmp_path):
+    """Each rank trains on its own, as the Mila suite's copies do; rank 0 reports, the record agrees."""
+    run = tmp_path / tmp_path.name  # unique: names the docker label hpcai.run
+    res, logs = launch(hpcai_exe, pytorch_cpu_image, run, "mila-suite", "bench=convnet",
+                       options=["--profile", "quick"])
+    check_ok(res, logs)
+    result = bench_result(logs[0])
+    assert result["status"] == "PASS" and result["metrics"]["nans"] == 0
+    for log in logs:  # every rank ran the benchmark
+        assert "mila-suite: convnet " in log
+    assert recorded(run)["score"] == pytest.approx(result["metrics"]["score"], rel=1e-6)
+    assert recorded(run)["convnet_items_per_s"] > 0
+
+
 def test_unknown_variable_fails_before_any_job(pytorch_cpu_image, hpcai_exe, tmp_path):
     res, _ = launch(hpcai_exe, pytorch_cpu_image, tmp_path / "bad", "ddp-bench", "batchsize=4")
     assert res.returncode == 2

@@ -7,6 +7,7 @@ documented variant: launcher prefixes, stderr logging, JSON outputs, truncated l
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -263,3 +264,29 @@ def test_megatron_tokens_per_second_from_the_runs_seq_len(hpcai):
     gbs = doc["details"]["global_batch_size"]
     assert tokens["value"] == pytest.approx(gbs * 2048 / per_iter)
     assert tokens["formula"] == "global_batch * seq_len / time_per_iteration"
+
+
+def test_mila_suite_reports_every_benchmark_and_the_score():
+    """A captured run of payloads/mila-suite (six benchmarks, number 2 x repeat 3, first dropped)."""
+    text = (LOGS / "mila_suite_cpu.log").read_text()
+    r = parse("mila", LOGS / "mila_suite_cpu.log")
+    assert r.details["benchmarks"] == ["convnet", "dcgan", "vae", "toy_lstm", "toy_reg", "wordlm"]
+    rates = [r.get(f"{b}_items_per_s").value for b in r.details["benchmarks"]]
+    assert r.headline.name == "score"
+    assert r.headline.value == pytest.approx(math.exp(sum(map(math.log, rates)) / 6))
+    printed = float(text.split("mila-suite: score ", 1)[1].split()[0])
+    assert r.headline.value == pytest.approx(printed, rel=1e-6) and r.get("nans").value == 0
+    for report in r.details["reports"]:  # the Mila report shape
+        assert set(report["train"]) == set(report["train_item"]) == {"avg", "min", "max", "sd", "range", "unit"}
+        assert report["train_item"]["unit"] == "items/s" and report["repeat"] == 3 and report["number"] == 2
+        assert {"unique_id", "version", "gpu", "hostname"} <= set(report)
+
+
+def test_mila_nan_losses_are_counted_and_cut_lines_skipped():
+    good = (LOGS / "mila_suite_cpu.log").read_text().splitlines()
+    first = next(line for line in good if line.startswith("mila-report: "))
+    bad = first.replace('"nans": 0', '"nans": 3')
+    r = parse_text("mila", bad + "\n" + first[: len(first) // 2] + "\n")
+    assert r.get("nans").value == 3 and r.warnings == ["3 NaN loss(es) in convnet"]
+    with pytest.raises(UsageError, match="mila"):
+        parse_text("mila", "mila-suite: score 12 items/s\n")

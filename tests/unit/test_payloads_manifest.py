@@ -26,7 +26,7 @@ ROOT = payloads.payloads_root()
 
 def test_every_issue_payload_is_shipped():
     assert NAMES == sorted(["sanity", "mpi-allreduce", "ddp-bench", "hvd-synthetic", "hf-clm",
-                            "tf-resnet50", "nccl-tests", "rccl-tests", "osu", "openclip"])
+                            "tf-resnet50", "nccl-tests", "rccl-tests", "osu", "openclip", "mila-suite"])
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -16,7 +16,8 @@ from hpcai.results import records
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 CASES = [("hf-clm", "hf_clm_hpcai.log"), ("ddp-bench", "ddp_bench_hpcai.log"), ("mpi-allreduce", "mpi_allreduce.log"),
          ("nccl-tests", "nccl_allreduce_2.21.log"), ("osu", "osu_allreduce_latency.txt"), ("tf-resnet50", "tf_cnn.log"),
-         ("hvd-synthetic", "hvd_pytorch.log"), ("sanity", "sanity_label.log"), ("openclip", "openclip_stderr.log")]
+         ("hvd-synthetic", "hvd_pytorch.log"), ("sanity", "sanity_label.log"), ("openclip", "openclip_stderr.log"),
+         ("mila-suite", "mila_suite_cpu.log")]
 
 
 def record_of(tmp_path: Path, payload: str, text: str, **plan) -> dict[str, dict]:

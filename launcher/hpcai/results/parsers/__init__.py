@@ -25,6 +25,7 @@ PARSERS: dict[str, str] = {
     "tf-resnet50": "tf_cnn",
     "mpi-allreduce": "mpi_allreduce",
     "sanity": "sanity",
+    "mila": "mila",
 }
 ALIASES = {"hf-clm": "hf-trainer", "horovod": "hvd-synthetic", "tf-cnn": "tf-resnet50"}
 
