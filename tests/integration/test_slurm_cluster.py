@@ -93,3 +93,31 @@ def test_ch_image_converts_once_and_runs(tmp_path):
                str(sqfs), "--", "sh", "-c", 'cat /var/spool/slurmd/hello; echo "$HPCAI_T"'])
     assert res.returncode == 0, res.stderr
     assert res.stdout == "from the host\nx y\n"
+
+
+@pytest.mark.slurm
+def test_bring_up_restarts_daemons_whose_packages_changed():
+    """slurmd keeps a plugin load that failed (libpmix.so missing) until it restarts: slurm-up.sh
+    compares what the daemons were started with against the installed Slurm/PMIx packages."""
+    started = Path("/run/hpcai-slurm/started-with")
+    pid = Path("/run/hpcai-slurm/slurmctld.pid").read_text().strip()
+    # as if libpmix-dev had been installed after the daemons started
+    started.write_text("\n".join(line for line in started.read_text().splitlines()
+                                 if not line.startswith("libpmix-dev ")) + "\n")
+    res = run(["bash", str(REPO / "tests" / "infra" / "slurm-up.sh")], timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "packages changed since the daemons started: restarting the cluster" in res.stderr
+    assert "srun --mpi=pmix|pmi2|none runs" in res.stderr  # its self-check ran
+    assert Path("/run/hpcai-slurm/slurmctld.pid").read_text().strip() != pid
+    again = run(["bash", str(REPO / "tests" / "infra" / "slurm-up.sh")], timeout=600)
+    assert again.returncode == 0 and "restarting" not in again.stderr  # nothing changed: left alone
+
+
+@pytest.mark.slurm
+def test_bring_up_self_check_fails_loudly_with_srun_s_reason():
+    res = subprocess.run(["bash", str(REPO / "tests" / "infra" / "slurm-up.sh")], capture_output=True, text=True,
+                         timeout=600, env={**ENV, "HPCAI_SLURM_MPI_TYPES": "pmix nosuchpmi"}, check=False)
+    assert res.returncode == 1
+    first = res.stderr.splitlines()[0]
+    assert first.startswith("slurm-up: self-check failed: srun -N2 --mpi=nosuchpmi true: ")
+    assert "Invalid MPI type 'nosuchpmi'" in res.stderr  # srun's own words, then the daemons' logs
