@@ -24,7 +24,7 @@ from hpcai import record
 from hpcai.errors import HpcaiError
 from hpcai.plan import LaunchOptions, LaunchPlan, plan_launch
 
-__all__ = ["LaunchOptions", "LaunchPlan", "LaunchFailed", "plan_launch", "run_launch", "execute"]
+__all__ = ["LaunchOptions", "LaunchPlan", "LaunchFailed", "plan_launch", "run_launch", "run_repeated", "execute"]
 
 GRACE_S = 10.0          # between SIGTERM and SIGKILL
 KILLED = {130, 137, 143}  # exit codes of ranks we (or Slurm) ended, not ranks that failed
@@ -43,6 +43,37 @@ class LaunchFailed(HpcaiError):
 def run_launch(opts: LaunchOptions, check: bool = True, echo: bool = False) -> Path:
     """Plan and run; returns the record folder. check: raise LaunchFailed unless it completed."""
     return execute(plan_launch(opts), check=check, echo=echo)
+
+
+def run_repeated(opts: LaunchOptions, repeat: int, echo: bool = False) -> list[Path]:
+    """`--repeat N`: the same launch N times, one record each, as the Mila suite repeats whole runs
+    (`results show|compare` then give mean, sd and the rest over them). With --output-dir, that
+    folder holds the N records. Every repetition runs even when one fails (LaunchFailed after the
+    last, naming them); Ctrl-C or a cancelled run stops the rest."""
+    from dataclasses import replace
+
+    from hpcai.errors import UsageError
+
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    if repeat == 1:
+        return [run_launch(opts, echo=echo)]
+    each = replace(opts, output_dir=None, runs_root=opts.output_dir or opts.runs_root)
+    runs, failed = [], []
+    for i in range(1, repeat + 1):
+        if echo:
+            sys.stderr.write(f"repetition {i} of {repeat}\n")
+        run_dir = run_launch(each, check=False, echo=echo)
+        runs.append(run_dir)
+        state = record.read_json(run_dir / record.STATUS).get("state")
+        if state == "cancelled":
+            raise LaunchFailed(f"repetition {i} of {repeat} was cancelled; the rest did not run", run_dir, 130)
+        if state != "completed":
+            failed.append(run_dir)
+    if failed:
+        raise LaunchFailed(f"{len(failed)} of {repeat} repetitions failed: {', '.join(map(str, failed))}",
+                           failed[0], 1)
+    return runs
 
 
 def _ranges(text: str) -> list[int]:

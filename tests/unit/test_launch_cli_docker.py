@@ -107,3 +107,21 @@ def test_per_gpu_copies_are_worlds_of_one(hpcai_exe, tmp_path):
     assert [c[:3] for c in copies] == [["0", "1", "0"], ["0", "1", "1"]]
     assert int(copies[1][3]) == int(copies[0][3]) + 1  # own rendezvous port per copy
     assert json.loads((run / "plan.json").read_text())["per_gpu"] is True
+
+
+def test_repeat_runs_n_records_and_names_the_failed_ones(hpcai_exe, tmp_path):
+    """--repeat N (the Mila suite's repeated runs): N records in --output-dir, each its own run."""
+    folder = tmp_path / "rep"
+    res = launch(hpcai_exe, folder, "--repeat", "3", "--cmd", "--", "sh", "-c", "echo run $RANK")
+    assert res.returncode == 0, res.stderr
+    records = sorted(p for p in folder.iterdir() if (p / "plan.json").is_file())
+    assert len(records) == 3 and res.stderr.count("repetition ") == 3
+    for r in records:
+        assert json.loads((r / "status.json").read_text())["state"] == "completed"
+        assert (r / "logs" / "rank-0.out").read_text() == "run 0\n"
+    bad = launch(hpcai_exe, tmp_path / "bad", "--repeat", "2", "--cmd", "--", "false")
+    assert bad.returncode == 1
+    assert "error: 2 of 2 repetitions failed: " in bad.stderr  # both ran, both named
+    assert len([p for p in (tmp_path / "bad").iterdir() if (p / "status.json").is_file()]) == 2
+    zero = launch(hpcai_exe, tmp_path / "zero", "--repeat", "0", "--cmd", "--", "true")
+    assert zero.returncode == 2 and zero.stderr.strip() == "error: --repeat must be at least 1, got 0"

@@ -180,3 +180,27 @@ def test_cli_sweep_takes_the_launch_options_each_point_needs(tmp_path, hpcai, mo
         for flag, value in (("--account", "proj42"), ("--time", "00:10:00"), ("--bind", "/scratch:/data"),
                             ("--env", "FOO=bar"), ("--gpus-per-node", "2"), ("--profile", "quick")):
             assert argv[argv.index(flag) + 1] == value, flag
+
+
+def test_repeat_gives_every_point_n_records(tmp_path, hpcai):
+    dry = hpcai("sweep", "--dry-run", "--nodes", "1,2", "--repeat", "2", "--image", "x", "sanity")
+    assert dry.stdout.splitlines() == ["sanity nodes=1 repetition=1", "sanity nodes=1 repetition=2",
+                                       "sanity nodes=2 repetition=1", "sanity nodes=2 repetition=2"]
+    sw = tmp_path / "sw"
+    r = hpcai("sweep", "--no-submit", "--nodes", "1,2", "--repeat", "2", "--site", "generic-slurm",
+              "--image", "img.sif", "-o", str(sw), "sanity")
+    assert r.exit_code == 0, r.stderr
+    runs = json.loads((sw / "sweep.json").read_text())["runs"]
+    assert [(p["nodes"], p["repetition"]) for p in runs] == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    assert len({p["run_dir"] for p in runs}) == 4
+
+
+def test_submit_repeat_writes_one_record_per_job(tmp_path, hpcai):
+    r = hpcai("submit", "--no-submit", "--repeat", "3", "--site", "generic-slurm", "--image", "img.sif",
+              "-o", str(tmp_path / "rep"), "sanity")
+    assert r.exit_code == 0, r.stderr
+    scripts = [Path(line) for line in r.stdout.splitlines()]
+    assert len({s.parent for s in scripts}) == 3 and all(s.parent.parent == tmp_path / "rep" for s in scripts)
+    for s in scripts:  # each job writes its own record
+        argv = _exec_argv(s)
+        assert argv[argv.index("--output-dir") + 1] == str(s.parent)

@@ -161,6 +161,7 @@ def register(app: typer.Typer) -> None:
         output_dir: str | None = typer.Option(None, "--output-dir", "-o", help="Run record folder [default: runs/<time>-<payload>[-<jobid>]]."),
         profile: list[str] = typer.Option([], "--profile", help="Payload profile (hpcai payloads show NAME), repeatable; var=value still wins."),
         srun_arg: list[str] = typer.Option([], "--srun-arg", help="An srun option hpcai has no flag for, e.g. --srun-arg=--exclusive; repeatable."),
+        repeat: int = typer.Option(1, "--repeat", help="Run it N times, one record each (under --output-dir when given)."),
         energy: bool = typer.Option(False, "--energy", help="Measure power per node (jpwr) into the record."),
         no_entrypoint: bool = typer.Option(False, "--no-entrypoint", help="The image has no hpcai-entrypoint: run the command bare."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the exact command and the site; start nothing."),
@@ -178,10 +179,9 @@ def register(app: typer.Typer) -> None:
         if dry_run or as_json:  # normally handled by fast_launch before typer parses anything
             _preview(plan_launch(opts, check=False), as_json)
             return
-        plan = plan_launch(opts)
-        from hpcai.launch import execute
+        from hpcai.launch import run_repeated
 
-        execute(plan, echo=True)
+        run_repeated(opts, repeat, echo=True)
 
     app.command("launch", rich_help_panel=PANEL,
                 context_settings={"allow_interspersed_args": True})(launch)
@@ -207,6 +207,7 @@ def register(app: typer.Typer) -> None:
         output_dir: str | None = typer.Option(None, "--output-dir", "-o"),
         profile: list[str] = typer.Option([], "--profile"),
         srun_arg: list[str] = typer.Option([], "--srun-arg"),
+        repeat: int = typer.Option(1, "--repeat", help="Submit N jobs of the same plan, one record each."),
         energy: bool = typer.Option(False, "--energy"),
         no_entrypoint: bool = typer.Option(False, "--no-entrypoint"),
         no_submit: bool = typer.Option(False, "--no-submit", help="Write the script, do not call sbatch."),
@@ -226,10 +227,20 @@ def register(app: typer.Typer) -> None:
                         binds=tuple(bind), env=tuple(env), mpi=mpi, per_gpu=per_gpu, nodelist=nodelist,
                         output_dir=output_dir, energy=energy, no_entrypoint=no_entrypoint,
                         profiles=tuple(profile), srun_args=tuple(srun_arg))
-        script, job_id = submit_plan(plan_launch(opts, check=not no_submit), opts, submit=not no_submit)
-        sys.stdout.write((job_id or str(script)) + "\n")
-        if job_id and (wait or wait_timeout is not None):
-            raise typer.Exit(_wait_for(job_id, script.parent, wait_timeout))
+        from dataclasses import replace
+
+        if repeat < 1:
+            raise UsageError(f"--repeat must be at least 1, got {repeat}")
+        if repeat > 1:  # as launch --repeat: --output-dir holds the N records
+            opts = replace(opts, output_dir=None, runs_root=opts.output_dir or opts.runs_root)
+        jobs = []
+        for _ in range(repeat):  # planned one after the other: each takes the next free record name
+            each = replace(opts)  # submit_plan sets its output_dir to the record it writes
+            script, job_id = submit_plan(plan_launch(each, check=not no_submit), each, submit=not no_submit)
+            sys.stdout.write((job_id or str(script)) + "\n")
+            jobs.append((script, job_id))
+        if wait or wait_timeout is not None:
+            raise typer.Exit(max(_wait_for(job_id, script.parent, wait_timeout) for script, job_id in jobs))
 
     app.command("submit", rich_help_panel=PANEL,
                 context_settings={"allow_interspersed_args": True})(submit)
@@ -263,6 +274,7 @@ FAST_OPTIONS = [
     ("mpi", ("--mpi",), "str", None), ("per_gpu", ("--per-gpu",), "flag", None),
     ("nodelist", ("--nodelist", "-w"), "str", None), ("output_dir", ("--output-dir", "-o"), "str", None),
     ("profile", ("--profile",), "list", None), ("srun_arg", ("--srun-arg",), "list", None),
+    ("repeat", ("--repeat",), "int", None),
     ("energy", ("--energy",), "flag", None), ("no_entrypoint", ("--no-entrypoint",), "flag", None),
     ("dry_run", ("--dry-run",), "flag", None), ("as_json", ("--json",), "flag", None),
 ]
@@ -327,9 +339,9 @@ def fast_launch(argv: list[str]) -> int | None:
     if ns.dry_run or ns.as_json:
         _preview(plan_launch(opts, check=False), ns.as_json)
         return 0
-    from hpcai.launch import execute
+    from hpcai.launch import run_repeated
 
-    execute(plan_launch(opts), echo=True)
+    run_repeated(opts, 1 if ns.repeat is None else ns.repeat, echo=True)
     return 0
 
 

@@ -31,6 +31,7 @@ def sweep(
     env: Optional[list[str]] = typer.Option(None, "--env", "-e", help="KEY=VALUE or KEY, repeatable (as for launch)."),
     profile: Optional[list[str]] = typer.Option(None, "--profile", help="Payload profile, repeatable (as for launch)."),
     srun_arg: Optional[list[str]] = typer.Option(None, "--srun-arg", help="Extra srun option, repeatable (as for launch)."),
+    repeat: int = typer.Option(1, "--repeat", help="Run every point N times, one record each."),
     energy: bool = typer.Option(False, "--energy", help="Measure power with jpwr at every point."),
     output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Sweep folder (default runs/sweep-<time>)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the points and exit."),
@@ -51,11 +52,12 @@ def sweep(
         raise UsageError("--wait waits for submitted jobs: use it with --submit")
     node_list = sw.parse_nodes(nodes)
     variables = sw.parse_vars(var or [])
-    pts = sw.points(node_list, variables)
+    pts = sw.points(node_list, variables, repeat)
     if dry_run:
         for p in pts:
             extra = " ".join(f"{k}={v}" for k, v in p["payload_vars"].items())
-            out.print(f"{payload} nodes={p['nodes']} {extra}".rstrip(), markup=False)
+            rep = f" repetition={p['repetition']}" if "repetition" in p else ""
+            out.print(f"{payload} nodes={p['nodes']} {extra}".rstrip() + rep, markup=False)
         return
     base = {k: v for k, v in (("site", site), ("partition", partition), ("image", image), ("runtime", runtime),
                               ("mpi", mpi), ("ntasks_per_node", ntasks_per_node), ("gpus_per_node", gpus_per_node),
@@ -67,7 +69,7 @@ def sweep(
         base["energy"] = True
     folder = output_dir or Path("runs") / time.strftime("sweep-%Y%m%d-%H%M%S")
     if submit is not None:
-        runs = sw.submit_sweep(payload, node_list, variables, folder, base, submit=submit)
+        runs = sw.submit_sweep(payload, node_list, variables, folder, base, submit=submit, repeat=repeat)
         for r in runs:  # stdout like `hpcai submit`: job ids, or the scripts with --no-submit
             out.print(r["job_id"] or r["script"], markup=False, soft_wrap=True)
         what = "jobs submitted" if submit else "sbatch scripts written"
@@ -77,7 +79,7 @@ def sweep(
         err.print(f"sweep: {len(runs)} {what} in {folder}; once they end, `hpcai results show {folder}`",
                   soft_wrap=True, markup=False)
         return
-    run_dirs = sw.run_sweep(payload, node_list, variables, folder, base)
+    run_dirs = sw.run_sweep(payload, node_list, variables, folder, base, repeat=repeat)
     err.print(f"sweep of {len(run_dirs)} runs in {folder}; see `hpcai results show {folder}`", soft_wrap=True)
 
 

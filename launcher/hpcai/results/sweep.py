@@ -48,11 +48,17 @@ def parse_vars(items: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def points(nodes: list[int], variables: dict[str, list[str]]) -> list[dict[str, Any]]:
-    """Every (nodes, variables) combination, nodes varying fastest within each variable setting."""
+def points(nodes: list[int], variables: dict[str, list[str]], repeat: int = 1) -> list[dict[str, Any]]:
+    """Every (nodes, variables) combination, nodes varying fastest within each variable setting;
+    with repeat > 1 each point `repeat` times in a row (`repetition` 1…N), one record each."""
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
     keys = sorted(variables)
     combos = itertools.product(*(variables[k] for k in keys)) if keys else [()]
-    return [{"nodes": n, "payload_vars": dict(zip(keys, combo))} for combo in combos for n in nodes]
+    pts = [{"nodes": n, "payload_vars": dict(zip(keys, combo))} for combo in combos for n in nodes]
+    if repeat == 1:
+        return pts
+    return [{**p, "repetition": i} for p in pts for i in range(1, repeat + 1)]
 
 
 def _options(cls: type, wanted: dict[str, Any]) -> Any:
@@ -91,7 +97,7 @@ def _launch(run_launch: Any, opts: Any) -> Path:
 
 
 def run_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], sweep_dir: Path,
-              base: dict[str, Any] | None = None) -> list[Path]:
+              base: dict[str, Any] | None = None, repeat: int = 1) -> list[Path]:
     """Launch every point (each its own run record under sweep_dir); returns the record folders.
 
     base: further LaunchOptions fields for every point (image, site, partition, …).
@@ -103,7 +109,7 @@ def run_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], s
     sweep_dir = sweep_dir.absolute()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     runs: list[dict[str, Any]] = []
-    for point in points(nodes, variables):
+    for point in points(nodes, variables, repeat):
         wanted = {**(base or {}), "payload": payload, "nodes": point["nodes"],
                   "payload_vars": point["payload_vars"], "runs_root": str(sweep_dir)}
         run_dir = _launch(run_launch, _options(LaunchOptions, wanted))
@@ -113,7 +119,7 @@ def run_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], s
 
 
 def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], sweep_dir: Path,
-                 base: dict[str, Any] | None = None, submit: bool = True) -> list[dict[str, Any]]:
+                 base: dict[str, Any] | None = None, submit: bool = True, repeat: int = 1) -> list[dict[str, Any]]:
     """One sbatch job per point (submit=False: write the scripts only); returns sweep.json's runs.
 
     Every point is planned before anything is submitted, so a bad option fails the whole sweep
@@ -126,7 +132,7 @@ def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]]
     sweep_dir.mkdir(parents=True, exist_ok=True)
     todo: list[tuple[dict[str, Any], Any, Any]] = []
     try:
-        for point in points(nodes, variables):
+        for point in points(nodes, variables, repeat):
             wanted = {**(base or {}), "payload": payload, "nodes": point["nodes"],
                       "payload_vars": point["payload_vars"], "runs_root": str(sweep_dir)}
             opts = _options(LaunchOptions, wanted)
