@@ -93,7 +93,7 @@ def test_self_test_and_listing(pytorch_cpu_image, hpcai):
     listing = hpcai("payloads", "list", "--image", pytorch_cpu_image, "--json")
     assert listing.exit_code == 0, listing.stderr
     names = [e["name"] for e in json.loads(listing.stdout)]
-    assert names == ["ddp-bench", "hf-clm", "mpi-allreduce", "sanity"]
+    assert names == ["ddp-bench", "hf-clm", "mila-suite", "mpi-allreduce", "sanity"]
 
 
 def test_tensorflow_cpu_default_suite(tensorflow_cpu_image):
