@@ -9,6 +9,13 @@ import functools
 import shutil
 import subprocess
 
+# Open MPI on the Slurm test cluster: its "nodes" share this machine's host name and /dev/shm, so
+# ranks talk TCP, as ranks on different real nodes do; and its 4 ranks share 2 cores, which Open
+# MPI cannot see under srun, so they must yield while they wait: busy-polling ranks made each
+# message wait for a scheduler time slice (a 256 KiB all-reduce ran for minutes under load).
+CLUSTER_MPI_ENV = ("OMPI_MCA_btl=tcp,self", "OMPI_MCA_mpi_yield_when_idle=1")
+CLUSTER_MPI_OPTIONS = [arg for env in CLUSTER_MPI_ENV for arg in ("--env", env)]
+
 
 def _ok(argv: list[str], timeout: float = 20) -> bool:
     if not shutil.which(argv[0]):

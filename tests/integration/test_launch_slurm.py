@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from engines import CLUSTER_MPI_OPTIONS
 
 REPO = Path(__file__).resolve().parents[2]
 CH_CACHE = Path(os.environ.get("HPCAI_CH_CACHE", "/var/tmp/hpcai-ch"))
@@ -141,7 +142,7 @@ def test_mpi_program_over_two_nodes_through_pmix(runtime, image_for, hpcai_exe, 
     run_dir = tmp_path / tmp_path.name  # unique: names the docker label hpcai.run
     res, _ = launch(hpcai_exe, image_for(runtime), runtime, run_dir,
                     "-N", "2", "--ntasks-per-node", "2", "--mpi", "pmix",
-                    "--bind", "/var/spool/slurmd", "--env", "OMPI_MCA_btl=tcp,self",
+                    "--bind", "/var/spool/slurmd", *CLUSTER_MPI_OPTIONS,
                     cmd=["python3", "-c", MPI])
     assert res.returncode == 0, explain(res, run_dir)
     plan = json.loads((run_dir / "plan.json").read_text())

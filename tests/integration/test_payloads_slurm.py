@@ -5,8 +5,8 @@ as a user types it; each rank runs `hpcai-bench <payload>` behind hpcai-entrypoi
 carries the runner's HPCAI_RESULT line; the run record's metrics.json is what the host-side
 parsers made of the same logs. Sizes are the `quick` ones so the module stays within CI's budget.
 
-The fake nodes share this machine's host name and /dev/shm, so MPI runs use TCP
-(OMPI_MCA_btl=tcp,self), as ranks on different real nodes would.
+The fake nodes share this machine's host name, /dev/shm and 2 cores, so MPI runs use TCP and
+yield while waiting (tests/engines.py: CLUSTER_MPI_ENV).
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from engines import CLUSTER_MPI_OPTIONS
 
 pytestmark = [pytest.mark.slurm, pytest.mark.docker, pytest.mark.slow]
 
 ENV = {**os.environ, "USER": os.environ.get("USER") or "root"}
 # srun --mpi=pmix: the image's Open MPI reaches Slurm's PMIx server through the slurmd spool dir.
-MPI_OPTS = ["--mpi", "pmix", "--bind", "/var/spool/slurmd", "--env", "OMPI_MCA_btl=tcp,self"]
+MPI_OPTS = ["--mpi", "pmix", "--bind", "/var/spool/slurmd", *CLUSTER_MPI_OPTIONS]
 
 
 def launch(hpcai_exe, image, run_dir: Path, payload: str, *args: str, options=(), timeout=600):

@@ -16,6 +16,7 @@ import os
 import subprocess
 
 import pytest
+from engines import CLUSTER_MPI_ENV
 
 from hpcai.pmi import PMI_FOR_MPI
 
@@ -65,8 +66,7 @@ mpi = "pmi2"
 mpi_types = ["pmix", "pmi2", "cray_shasta"]
 binds = ["/var/spool/slurmd"]
 [env]
-OMPI_MCA_btl = "tcp,self"
-"""
+""" + "".join(f'{name} = "{value}"\n' for name, _, value in (env.partition("=") for env in CLUSTER_MPI_ENV))
 
 
 @pytest.mark.docker
