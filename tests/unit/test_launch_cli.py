@@ -177,3 +177,29 @@ def test_srun_arg_passes_scheduler_options_through(hpcai, tmp_path):
     bad = hpcai("launch", "--dry-run", "--site", "generic-slurm", "--image", "x.sif", "-o", str(tmp_path / "b"),
                 "--srun-arg=exclusive\n; rm -rf /", "sanity")
     assert bad.exit_code == 2 and bad.stderr.startswith("error: --srun-arg 'exclusive\\n; rm -rf /': expected one srun")
+
+
+@pytest.mark.parametrize("args, env, what", [
+    (["--partition", "gpu\ntouch /tmp/hpcai-pwned #"], {}, "--partition"),
+    ([], {"HPCAI_ACCOUNT": "proj\ntouch /tmp/hpcai-pwned"}, "--account"),
+    (["--time", "1:00\r\n#SBATCH --wrap=x"], {}, "--time"),
+])
+def test_no_value_breaks_out_of_a_batch_script_line(hpcai, tmp_path, monkeypatch, args, env, what):
+    """issue 12: a newline in a #SBATCH value made the rest of it a command (and ended the directives)."""
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    run = tmp_path / "r"
+    res = hpcai("submit", "--no-submit", "--site", "generic-slurm", "--image", "x.sif", "-o", str(run), *args, "sanity")
+    assert res.exit_code == 2 and not run.exists()  # nothing written
+    line = res.stderr.strip()
+    assert "\n" not in line and line.startswith(f"error: {what} ") and "cannot hold control characters" in line
+
+
+def test_a_newline_in_the_output_dir_or_a_site_option_is_refused(hpcai, tmp_path, site_path, monkeypatch):
+    res = hpcai("submit", "--no-submit", "--site", "generic-slurm", "--image", "x.sif", "-o",
+                str(tmp_path / "a\nb"), "sanity")
+    assert res.exit_code == 2 and res.stderr.startswith("error: --output-dir ")
+    monkeypatch.setenv("HPCAI_SITE_PATH", site_path("shared", 'backend = "srun"\nsbatch_options = ["--qos=x\\nid"]\n'))
+    res = hpcai("submit", "--no-submit", "--site", "shared", "--image", "x.sif", "-o", str(tmp_path / "s"), "sanity")
+    assert res.exit_code == 2 and res.stderr.startswith("error: sbatch_options entry '--qos=x\\nid'")
+    assert not (tmp_path / "s").exists()

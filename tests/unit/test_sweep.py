@@ -204,3 +204,11 @@ def test_submit_repeat_writes_one_record_per_job(tmp_path, hpcai):
     for s in scripts:  # each job writes its own record
         argv = _exec_argv(s)
         assert argv[argv.index("--output-dir") + 1] == str(s.parent)
+
+
+def test_sweep_submit_refuses_a_value_no_script_can_hold_before_writing_anything(tmp_path, hpcai):
+    sw = tmp_path / "sw"
+    r = hpcai("sweep", "--no-submit", "--nodes", "1,2", "--site", "generic-slurm", "--image", "img.sif",
+              "--partition", "gpu\nid", "-o", str(sw), "sanity")
+    assert r.exit_code == 2 and r.stderr.startswith("error: --partition 'gpu\\nid': a batch script cannot hold")
+    assert not any(sw.iterdir())  # no reserved record folders left behind

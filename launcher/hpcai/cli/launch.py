@@ -59,25 +59,41 @@ def options_argv(opts) -> list[str]:
     return out + ["--", opts.payload, *opts.payload_args]
 
 
+def _line_value(what: str, value: object) -> str:
+    """A value for a `#SBATCH` or comment line of the batch script, shell-quoted. The one rule for
+    them: no control characters, since a newline would end the line and run the rest as a command
+    (before the #SBATCH block it would also make sbatch ignore every directive after it)."""
+    import shlex
+
+    from hpcai.errors import UsageError
+
+    text = str(value)
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise UsageError(f"{what} {text!r}: a batch script cannot hold control characters (newline, tab, …)")
+    return shlex.quote(text)
+
+
 def sbatch_script(plan, opts, python: str) -> str:
-    """The batch script: #SBATCH lines from the plan, then `hpcai launch` inside the allocation."""
+    """The batch script: #SBATCH lines from the plan, then `hpcai launch` inside the allocation.
+    Every value on a `#` line goes through _line_value; the exec line is shlex.join'ed."""
     import shlex
 
     g = plan.geometry
+    run_dir = _line_value("--output-dir", plan.run_dir)
     lines = ["#!/bin/bash",
              "# Written by `hpcai submit`. Inside the allocation, `hpcai launch` plans the step again",
              "# (MASTER_ADDR/PORT from the job's nodes and id) and writes the run record into",
-             f"# {plan.run_dir}.",
-             f"#SBATCH --job-name=hpcai-{plan.payload}", f"#SBATCH --nodes={g.nodes}",
+             f"# {run_dir}.",
+             f"#SBATCH --job-name={_line_value('payload', 'hpcai-' + plan.payload)}", f"#SBATCH --nodes={g.nodes}",
              f"#SBATCH --ntasks-per-node={g.ntasks_per_node}"]
     for key, value in (("gpus-per-node", g.gpus_per_node), ("cpus-per-task", g.cpus_per_task),
                        ("time", g.time), ("partition", g.partition), ("account", g.account),
                        ("nodelist", g.nodelist)):
         if value:
-            lines.append(f"#SBATCH --{key}={shlex.quote(str(value))}")
-    lines.append(f"#SBATCH --output={shlex.quote(plan.run_dir)}/slurm-%j.out")
-    lines += [f"#SBATCH {shlex.quote(o)}" for o in _site_sbatch(plan)]
-    lines += ["#", "# The step as planned at submission (site " + plan.site + "):"]
+            lines.append(f"#SBATCH --{key}={_line_value('--' + key, value)}")
+    lines.append(f"#SBATCH --output={run_dir}/slurm-%j.out")
+    lines += [f"#SBATCH {_line_value('sbatch_options entry', o)}" for o in _site_sbatch(plan)]
+    lines += ["#", f"# The step as planned at submission (site {_line_value('site', plan.site)}):"]
     lines += ["#   " + ln for ln in plan.display().splitlines()]
     lines += ["set -eu", shlex.join(["exec", python, "-m", "hpcai", "launch", *options_argv(opts)])]
     return "\n".join(lines) + "\n"
@@ -98,9 +114,10 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
         raise HpcaiError(f"submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
     run_dir = Path(plan.run_dir)
     opts.output_dir = str(run_dir)
+    text = sbatch_script(plan, opts, sys.executable)  # refused values leave no folder behind
     run_dir.mkdir(parents=True, exist_ok=True)
     script = run_dir / "submit.sbatch"
-    script.write_text(sbatch_script(plan, opts, sys.executable))
+    script.write_text(text)
     sys.stderr.write(f"sbatch script: {script}\n")
     if not submit:
         return script, None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,7 +126,7 @@ def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]]
     Every point is planned before anything is submitted, so a bad option fails the whole sweep
     up front instead of leaving half a series queued.
     """
-    from hpcai.cli.launch import submit_plan
+    from hpcai.cli.launch import sbatch_script, submit_plan
     from hpcai.plan import LaunchOptions, plan_launch
 
     sweep_dir = sweep_dir.absolute()
@@ -139,6 +140,7 @@ def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]]
             plan = plan_launch(opts, check=submit)
             if plan.backend != "srun":
                 raise HpcaiError(f"sweep --submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
+            sbatch_script(plan, opts, sys.executable)  # a value no batch script can hold fails here
             Path(plan.run_dir).mkdir()  # reserve the name: the next point's plan must not pick it too
             todo.append((point, opts, plan))
     except BaseException:
