@@ -34,13 +34,25 @@ def _copy_tree(src: Path, dst: Path) -> None:
     dst.mkdir(parents=True, exist_ok=True)
 
 
-def prepare_context(spec: ImageSpec, dest: Path) -> Path:
-    """Fill `dest` (emptied first) with everything the Dockerfile and def COPY; returns dest."""
-    from hpcai import payloads
+MARKER = ".hpcai-context"  # what makes a folder one that prepare_context may empty again
 
-    if dest.exists():
+
+def prepare_context(spec: ImageSpec, dest: Path) -> Path:
+    """Fill `dest` with everything the Dockerfile and def COPY; returns dest. `dest` must be new,
+    empty, or a context made here before (it holds MARKER): only then is it emptied first, so
+    `hpcai render --context .` never deletes a user's files."""
+    from hpcai import payloads
+    from hpcai.errors import UsageError
+
+    if dest.is_dir() and any(dest.iterdir()):
+        if not (dest / MARKER).is_file():
+            raise UsageError(f"--context {dest}: the folder is not empty and holds no earlier hpcai build "
+                             "context; give a new or empty folder (nothing was changed)")
         shutil.rmtree(dest)
-    dest.mkdir(parents=True)
+    elif dest.exists() and not dest.is_dir():
+        raise UsageError(f"--context {dest}: not a folder")
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / MARKER).write_text("made by hpcai; `hpcai render|build --context` may replace this folder\n")
     (dest / "Dockerfile").write_text(render(spec, "docker"))
     (dest / "hpcai.def").write_text(render(spec, "apptainer"))
     _copy_tree(data_path("dockerfiles", "install"), dest / "install")

@@ -195,3 +195,19 @@ def test_progress_counts_steps_across_podman_stages():
     assert parse_step("[1/2] STEP 14/14: RUN bash x.sh", podman)[:2] == (14, 14)
     assert parse_step("[2/2] STEP 3/20: COPY --from=builder /opt/hpcai /opt/hpcai", podman)[:2] == (17, 34)
     assert parse_step("--> Using cache 29e009bb7703", podman) is None
+
+
+def test_render_context_never_deletes_a_users_folder(hpcai, tmp_path: Path):
+    """issue 12: `hpcai render --context DIR` deleted DIR (`--context .` would wipe the working folder)."""
+    mine = tmp_path / "work"
+    mine.mkdir()
+    (mine / "important.txt").write_text("keep me")
+    res = hpcai("render", "pytorch-cpu", "--context", str(mine))
+    assert res.exit_code == 2 and (mine / "important.txt").read_text() == "keep me"
+    assert res.stderr.strip().startswith(f"error: --context {mine}: the folder is not empty")
+    ctx = tmp_path / "ctx"
+    for _ in range(2):  # a context made here may be made again in place
+        assert hpcai("render", "pytorch-cpu", "--context", str(ctx)).exit_code == 0
+    assert (ctx / "Dockerfile").is_file() and (ctx / ".hpcai-context").is_file()
+    (tmp_path / "file").write_text("x")
+    assert hpcai("render", "pytorch-cpu", "--context", str(tmp_path / "file")).exit_code == 2

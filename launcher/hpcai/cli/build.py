@@ -114,6 +114,7 @@ def build_cmd(
     build.check_engine(engine)
     from hpcai.context import prepare_context
 
+    shutil.rmtree(ctx, ignore_errors=True)  # hpcai's own work folder (a killed build may have left it)
     prepare_context(spec, ctx)
     try:
         result = build.run_build(spec, engine, ctx, no_cache)
