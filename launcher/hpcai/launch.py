@@ -291,8 +291,7 @@ def _digest(plan: LaunchPlan) -> str | None:
 def _make_dir(run_dir: Path) -> None:
     if run_dir.exists() and any(run_dir.iterdir()) and record.is_run_dir(run_dir):
         raise HpcaiError(f"{run_dir} already holds a run record")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / record.LOGS).mkdir(exist_ok=True)
+    record.claim_logs(run_dir)
 
 
 def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:

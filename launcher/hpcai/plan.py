@@ -348,8 +348,14 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     if opts.energy:
         plan.warnings += _energy_preflight()
     if backend == "local":
-        return _plan_local(plan, spec, runtime, site, host, wrap)
-    return _plan_step(plan, spec, runtime, site, host, opts, wrap)
+        plan = _plan_local(plan, spec, runtime, site, host, wrap)
+    else:
+        plan = _plan_step(plan, spec, runtime, site, host, opts, wrap)
+    if check and not opts.output_dir and not record.claim_name(Path(plan.run_dir)):
+        # Another launch took this name between our look and our claim (runs started together):
+        # plan again; the next look sees it taken and picks the following name.
+        return plan_launch(opts, host, check)
+    return plan
 
 
 def _plan_local(plan: LaunchPlan, spec: Any, runtime: Any, site: SiteProfile, host: Host,

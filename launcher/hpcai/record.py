@@ -8,8 +8,10 @@ Layout of `runs/<YYYYmmdd-HHMMSS>-<payload>[-<jobid>]/` (or `--output-dir`):
     metrics.json  parsed metrics (written by hpcai.results after the run)
     energy/       jpwr CSV files, one per node, when --energy was given
 
-A record is written into a hidden temporary sibling and renamed into place, so a reader never
-sees half a record and a second run never overwrites the first.
+A record's folder name is claimed with an exclusive mkdir when its launch is planned (runs started
+together each get their own), and its logs folder by exactly one run (claim_logs), so two runs
+never share a record; each JSON file is written aside and renamed into place, so a reader never
+sees half a file.
 """
 
 from __future__ import annotations
@@ -49,6 +51,28 @@ def new_run_dir(root: Path, payload: str, job_id: str | None = None) -> Path:
         n += 1
         candidate = root / f"{base}.{n}"
     return candidate
+
+
+def claim_name(run_dir: Path) -> bool:
+    """Take RUN_DIR's name for one run (an exclusive mkdir): False when another run has it."""
+    try:
+        run_dir.mkdir(parents=True)
+    except FileExistsError:
+        return False
+    return True
+
+
+def claim_logs(run_dir: Path) -> None:
+    """Start writing the record: its logs folder is made by exactly one run, so two runs given the
+    same --output-dir at once never share it (the second stops with this error)."""
+    from hpcai.errors import UsageError
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        (run_dir / LOGS).mkdir()
+    except FileExistsError:
+        raise UsageError(f"{run_dir} already holds, or is being written by, another run; "
+                         "a run never shares a record") from None
 
 
 def write_json(path: Path, data: Any) -> None:

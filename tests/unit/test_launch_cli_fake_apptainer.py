@@ -99,3 +99,39 @@ def test_rank_that_cannot_start_is_reported(hpcai_exe, fake, tmp_path):
     image, env = fake
     res = run(hpcai_exe, env, image, tmp_path / "r", "--no-entrypoint", "--cmd", "--", "/no/such/binary")
     assert res.returncode == 1 and "rank 0 (exit code" in res.stderr
+
+
+def test_launches_started_together_never_share_a_record(hpcai_exe, fake, tmp_path):
+    """issue 12: 30 launches started at once from one folder made 17 records, some holding another
+    run's plan. Each must get its own folder, the one it names, holding its own run."""
+    image, env = fake
+    work = tmp_path / "work"
+    work.mkdir()
+    procs = [subprocess.Popen([*hpcai_exe, "launch", "--site", "local", "--runtime", "apptainer", "--image",
+                               str(image), "--no-entrypoint", "--cmd", "--", "echo", f"run-{i}"],
+                              env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(16)]
+    named = {}
+    for i, proc in enumerate(procs):
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        named[i] = Path(err.rsplit("run record: ", 1)[1].split()[0])
+    assert len(set(named.values())) == 16 and len(list((work / "runs").iterdir())) == 16
+    for i, run_dir in named.items():
+        assert (run_dir / "logs" / "rank-0.out").read_text() == f"run-{i}\n"
+        assert json.loads((run_dir / "plan.json").read_text())["command"][-1] == f"run-{i}"
+
+
+def test_two_runs_given_one_output_dir_at_once_never_share_it(hpcai_exe, fake, tmp_path):
+    image, env = fake
+    run_dir = tmp_path / "shared"
+    argv = [*hpcai_exe, "launch", "--site", "local", "--runtime", "apptainer", "--image", str(image),
+            "-o", str(run_dir), "--no-entrypoint", "--cmd", "--", "sleep", "1"]
+    procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = [(p.wait(timeout=60), p.stderr.read()) for p in procs]
+    assert sorted(code for code, _ in results) == [0, 2]
+    refused = next(err for code, err in results if code == 2).strip()
+    # one line either way: the record is already written (plan.json) or still being written (logs/)
+    assert "\n" not in refused and f"{run_dir} already holds" in refused
+    assert refused.endswith(("a run never overwrites another", "a run never shares a record"))

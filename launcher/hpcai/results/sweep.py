@@ -141,7 +141,7 @@ def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]]
             if plan.backend != "srun":
                 raise HpcaiError(f"sweep --submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
             sbatch_script(plan, opts, sys.executable)  # a value no batch script can hold fails here
-            Path(plan.run_dir).mkdir()  # reserve the name: the next point's plan must not pick it too
+            Path(plan.run_dir).mkdir(exist_ok=True)  # reserved (the plan claims it when it submits)
             todo.append((point, opts, plan))
     except BaseException:
         for _, _, plan in todo:
