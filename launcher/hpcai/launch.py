@@ -289,9 +289,7 @@ def _digest(plan: LaunchPlan) -> str | None:
 
 
 def _make_dir(run_dir: Path) -> None:
-    if run_dir.exists() and any(run_dir.iterdir()) and record.is_run_dir(run_dir):
-        raise HpcaiError(f"{run_dir} already holds a run record")
-    record.claim_logs(run_dir)
+    record.claim_logs(run_dir)  # exit 2 when another run has written, or is writing, this record
 
 
 def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:

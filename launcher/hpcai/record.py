@@ -69,6 +69,8 @@ def claim_logs(run_dir: Path) -> None:
 
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
+        if is_run_dir(run_dir):
+            raise FileExistsError
         (run_dir / LOGS).mkdir()
     except FileExistsError:
         raise UsageError(f"{run_dir} already holds, or is being written by, another run; "
