@@ -12,7 +12,7 @@ import re
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from hpcai import record
 from hpcai.backends import Geometry, backend_prefix
@@ -172,27 +172,36 @@ def parse_vars(args: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _payload(opts: LaunchOptions, valid: list[str] | None,
-             family: str | None = None) -> tuple[str, dict[str, str], list[str], dict[str, str]]:
-    """(label, the var=value overrides, command after the entrypoint, every variable's value as the
-    image's runner will resolve it: defaults, the family's profile, --profile, overrides)."""
+class PayloadCall(NamedTuple):
+    label: str                 # payload name, or "cmd"
+    overrides: dict[str, str]  # var=value as given
+    command: list[str]         # in-container argv after the entrypoint
+    values: dict[str, str]     # every variable as the image's runner resolves it
+    needs_mpi: bool            # the manifest's requires.mpi
+
+
+def _payload(opts: LaunchOptions, valid: list[str] | None, family: str | None = None) -> PayloadCall:
+    """What runs in the container; the variables resolved as the image's runner will resolve them
+    (defaults, the family's profile, --profile, overrides). The manifest is read once, here."""
     if opts.cmd:
         if opts.payload or opts.payload_args:
             raise UsageError("give either a payload name or --cmd with a raw command, not both")
         if opts.profiles:
             raise UsageError("--profile sets a payload's variables; a --cmd command has none")
-        return "cmd", {}, list(opts.cmd), {}
+        return PayloadCall("cmd", {}, list(opts.cmd), {}, False)
     from hpcai import payloads
     from hpcai.runtimes import BENCH
 
+    packaged = payloads.available_payloads()
+    known = valid if valid is not None else packaged
     if not opts.payload:
-        raise UsageError(f"no payload given; valid: {', '.join(valid or payloads.available_payloads())}")
-    known = valid if valid is not None else payloads.available_payloads()
+        raise UsageError(f"no payload given; valid: {', '.join(known)}")
     if opts.payload not in known:
         raise unknown("payload", opts.payload, known)
     overrides = parse_vars(opts.payload_args)
     values: dict[str, str] = {}
-    if opts.payload in payloads.available_payloads():  # unknown profiles and variables fail here
+    needs_mpi = False
+    if opts.payload in packaged:  # unknown profiles and variables fail here
         manifest = payloads.load_payload(opts.payload)
         known_profiles = sorted(manifest.raw.get("profiles", {}))
         for name in opts.profiles:
@@ -200,22 +209,19 @@ def _payload(opts: LaunchOptions, valid: list[str] | None,
                 raise UsageError(f"payload {opts.payload} has no profile {name!r}; its profiles: "
                                  f"{', '.join(known_profiles) or 'none'}")
         values = manifest.validate_vars(overrides, family=family, profiles=opts.profiles)
+        needs_mpi = manifest.needs_mpi
     profile_args = [arg for name in opts.profiles for arg in ("--profile", name)]
-    return opts.payload, overrides, [BENCH, *profile_args, opts.payload,
-                                     *(f"{k}={v}" for k, v in overrides.items())], values
+    command = [BENCH, *profile_args, opts.payload, *(f"{k}={v}" for k, v in overrides.items())]
+    return PayloadCall(opts.payload, overrides, command, values, needs_mpi)
 
 
-def _check_mpi_launch(label: str, backend: str, geom: Geometry) -> bool:
-    """Does payload LABEL need one MPI world? It then cannot run under the local backend with several
-    ranks: its N containers would each be an MPI world of one (and report "ranks 1")."""
-    from hpcai import payloads
-
-    needs_mpi = label in payloads.available_payloads() and payloads.load_payload(label).needs_mpi
-    if needs_mpi and backend == "local" and geom.ntasks > 1 and not geom.per_gpu:
-        raise UsageError(f"payload {label} needs an MPI process manager, which the local backend is not "
+def _check_mpi_launch(call: PayloadCall, backend: str, geom: Geometry) -> None:
+    """A payload that needs one MPI world cannot run under the local backend with several ranks:
+    its N containers would each be an MPI world of one (and report "ranks 1")."""
+    if call.needs_mpi and backend == "local" and geom.ntasks > 1 and not geom.per_gpu:
+        raise UsageError(f"payload {call.label} needs an MPI process manager, which the local backend is not "
                          f"({geom.ntasks} ranks would be {geom.ntasks} MPI worlds of 1): launch it with "
                          "srun --mpi=pmix (--backend srun) or mpirun (--backend mpiexec)")
-    return needs_mpi
 
 
 def _srun_args(args: tuple[str, ...]) -> tuple[str, ...]:
@@ -315,14 +321,15 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     warnings += notes
     labels = check_image(runtime_name, runtime, opts.image) if check else _labels_if_here(runtime, opts.image)
     image_payloads = [p for p in labels.get("hpcai.payloads", "").split(",") if p] or None
-    label, payload_vars, command, payload_values = _payload(opts, image_payloads, labels.get("hpcai.family"))
+    call = _payload(opts, image_payloads, labels.get("hpcai.family"))
+    label, command = call.label, call.command
     job_id = env_now.get("SLURM_JOB_ID") if backend == "srun" else None
     run_dir = _run_dir(opts, label, job_id)
     log_dir = str(run_dir / record.LOGS)
     geom = _geometry(opts, site, backend, env_now, log_dir)
-    needs_mpi = _check_mpi_launch(label, backend, geom)
+    _check_mpi_launch(call, backend, geom)
     if backend == "srun":
-        mpi, note = choose_pmi(labels.get("hpcai.mpi", ""), opts.mpi, site, needs_mpi)
+        mpi, note = choose_pmi(labels.get("hpcai.mpi", ""), opts.mpi, site, call.needs_mpi)
         geom = _replace(geom, mpi=mpi)
         warnings += [note] if note else []
     gpu, note = choose_gpu(site.gpu, geom.gpus_per_node, labels)
@@ -338,8 +345,8 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         # ch-convert always writes /ch/environment; a hand-made image folder may lack it.
         image_env=not Path(opts.image).is_dir() or (Path(opts.image) / "ch" / "environment").is_file())
     plan = LaunchPlan(site=site.name, site_source=site.source, backend=backend, runtime=runtime_name,
-                      image=opts.image, payload=label, payload_vars=payload_vars, command=command,
-                      profiles=list(opts.profiles), payload_values=payload_values,
+                      image=opts.image, payload=label, payload_vars=call.overrides, command=command,
+                      profiles=list(opts.profiles), payload_values=call.values,
                       geometry=geom, binds=binds, container_env=container_env, argv=[],
                       run_dir=str(run_dir), job_id=job_id, energy=opts.energy, warnings=warnings,
                       secret_env=_secret_process_env(secret_env, runtime))
