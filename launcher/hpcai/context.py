@@ -44,6 +44,8 @@ def prepare_context(spec: ImageSpec, dest: Path) -> Path:
     from hpcai import payloads
     from hpcai.errors import UsageError
 
+    # Both files first: a value either writer refuses leaves `dest` as it was.
+    dockerfile, definition = render(spec, "docker"), render(spec, "apptainer")
     if dest.is_dir() and any(dest.iterdir()):
         if not (dest / MARKER).is_file():
             raise UsageError(f"--context {dest}: the folder is not empty and holds no earlier hpcai build "
@@ -53,8 +55,8 @@ def prepare_context(spec: ImageSpec, dest: Path) -> Path:
         raise UsageError(f"--context {dest}: not a folder")
     dest.mkdir(parents=True, exist_ok=True)
     (dest / MARKER).write_text("made by hpcai; `hpcai render|build --context` may replace this folder\n")
-    (dest / "Dockerfile").write_text(render(spec, "docker"))
-    (dest / "hpcai.def").write_text(render(spec, "apptainer"))
+    (dest / "Dockerfile").write_text(dockerfile)
+    (dest / "hpcai.def").write_text(definition)
     _copy_tree(data_path("dockerfiles", "install"), dest / "install")
     (dest / "sources").mkdir()
     (dest / "sources" / "README").write_text("Pre-downloaded source tarballs (checked by sha256).\n")

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: launch imports this module
+if TYPE_CHECKING:
+    from re import Pattern
+
 
 class HpcaiError(Exception):
     """A failure with a message meant for the user. `exit_code` 2 means bad input."""
@@ -27,3 +31,24 @@ def has_control(text: str) -> bool:
     """Any control character, line breaks and tabs included: what a value written on one line of
     a generated script (or one srun option) must not hold."""
     return any(ord(c) < 32 or 127 <= ord(c) <= 159 for c in text)
+
+
+def one_line(what: str, value: object) -> str:
+    """`value` as text, or a UsageError naming `what` (the option, or the file and key) when it
+    holds a control character: the first rule for every value written into a generated file
+    (Dockerfile, Apptainer definition, batch script) or a scheduler option, where a line break
+    would start a new instruction or command."""
+    text = str(value)
+    if has_control(text):
+        raise UsageError(f"{what} {text!r}: control characters (newline, tab, escape) cannot be part of it "
+                         "(it is written on one line of a generated file or command)")
+    return text
+
+
+def shaped(what: str, value: object, pattern: Pattern[str], shape: str) -> str:
+    """one_line, then the value's own grammar: `pattern` must match all of it, else a UsageError
+    naming `what` and showing the valid `shape`."""
+    text = one_line(what, value)
+    if not pattern.fullmatch(text):
+        raise UsageError(f"{what} {text!r}: expected {shape}")
+    return text

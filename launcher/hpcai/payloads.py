@@ -18,11 +18,17 @@ Manifest keys (see README "Payloads" for an example):
     [sources.<profile>] cite = "where the values come from", <setting> = "the source's value":
         shown next to the profile's values by `hpcai payloads show`,
     sanity = [regex, ...],  [metrics.<name>] regex+group | file+key, reduce, unit, better, headline.
+
+A payload's name is its folder's name (NAME). Every path a manifest names — install scripts, the
+`{dir}/…` files of run.command, metric files — is a plain relative path (REL_PATH) that stays in
+its folder once symlinks are followed, and no symlink in a payload folder leads out of it (the
+folder is copied into the image whole): a manifest can name files, never commands or the host's.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +40,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from hpcai.errors import UsageError, unknown
+from hpcai.errors import UsageError, one_line, shaped, unknown
 from hpcai.resources import data_path
 
 IMAGE_PAYLOADS = "/opt/hpcai/payloads"  # where payload folders live inside every image
@@ -53,6 +59,16 @@ KEYS = {
     "var": ("default", "help", "choices"),
     "launch": ("srun_args",),
 }
+# A payload's name is its folder's name; it is written into the Dockerfile and def (COPY, RUN,
+# %files, labels) and joined to the payloads folder, so it holds no path and no shell syntax.
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+NAME_SHAPE = "a payload folder name (letters, digits, . _ -, starting with a letter or digit)"
+# Paths a manifest names (install scripts, run scripts, metric files): relative, every part a
+# plain name, so no absolute path, no `..`, no option-like `-x`, no shell syntax (install scripts
+# are arguments of a RUN line and of %post).
+REL_PATH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)*")
+REL_PATH_SHAPE = ("a relative path of names made of letters, digits, . _ - joined by /, none starting "
+                  "with . or - (no absolute path, no ..)")
 
 
 @dataclass(frozen=True)
@@ -187,7 +203,7 @@ def payloads_root() -> Path:
 
 
 def available_payloads() -> list[str]:
-    return sorted(p.parent.name for p in payloads_root().glob("*/payload.toml"))
+    return sorted(p.parent.name for p in payloads_root().glob("*/payload.toml") if NAME.fullmatch(p.parent.name))
 
 
 def _variables(raw: dict[str, Any]) -> tuple[Variable, ...]:
@@ -217,16 +233,19 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
                 raise unknown(f"key in {where} ({kind or 'top level'}):", key, KEYS[kind])
     if raw.get("geometry", "per-gpu") not in GEOMETRIES:
         raise UsageError(f"{where}: geometry {raw.get('geometry')!r}; valid: {', '.join(GEOMETRIES)}")
-    for family, steps in raw.get("install", {}).items():
+    install = raw.get("install", {})
+    if not isinstance(install, dict) or not all(isinstance(t, dict) for t in install.values()):
+        raise UsageError(f"{where}: install must hold tables install.<family> of build/runtime scripts")
+    for family, steps in install.items():
         if family not in FAMILIES:
             raise unknown(f"install family in {where}:", family, FAMILIES)
         for stage, script in steps.items():
             if stage not in ("build", "runtime"):
                 raise unknown(f"install stage in {where}:", stage, ("build", "runtime"))
-            if not (folder / script).is_file():
-                raise UsageError(f"{where}: install.{family}.{stage} script {script!r} not found")
+            inside(folder, script, f"{where}: install.{family}.{stage}")
     known = set(raw.get("vars", {})) | set(BUILTIN_VARS)
     for token in raw.get("run", {}).get("command", []):
+        _check_dir_path(folder, token, f"{where}: run.command")
         flag = runner.FLAG_RE.match(token)
         if flag and not isinstance(raw.get("vars", {}).get(flag.group(1), {}).get("default"), bool):
             raise UsageError(f"{where}: command flag {token} needs a true/false variable {flag.group(1)}")
@@ -240,6 +259,9 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
             raise unknown(f"reduce in {where} metrics.{mname}:", spec["reduce"], runner.REDUCERS)
         if ("regex" in spec) == ("file" in spec):
             raise UsageError(f"{where}: metrics.{mname} needs exactly one of regex or file")
+        if "file" in spec:  # read from the run's output folder, on the host too
+            shaped(f"{where}: metrics.{mname}.file", _text(spec["file"], f"{where}: metrics.{mname}.file"),
+                   REL_PATH, f"a file in the run's output folder: {REL_PATH_SHAPE}")
     profiles = raw.get("profiles", {})
     for table in ("launch", "sources"):
         for prof, entry in raw.get(table, {}).items():
@@ -261,9 +283,56 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
             raise UsageError(f"{where}: profile {prof}: {exc}") from None
 
 
+def _text(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise UsageError(f"{what} {value!r}: expected a string")
+    return value
+
+
+def inside(folder: Path, rel: object, what: str) -> Path:
+    """The file `rel` names in a payload folder, refused (naming `what`: the manifest and key) unless
+    it is a plain relative path (REL_PATH) to a file that stays inside the folder once symlinks
+    are followed."""
+    text = shaped(what, _text(rel, what), REL_PATH, f"a file in the payload folder: {REL_PATH_SHAPE}")
+    root = folder.resolve()
+    target = (folder / text).resolve()
+    if not target.is_relative_to(root):
+        raise UsageError(f"{what} {text!r} leads outside the payload folder (to {target}); "
+                         "expected a file in the payload folder")
+    if not target.is_file():
+        raise UsageError(f"{what} {text!r} not found in the payload folder")
+    return target
+
+
+def _check_dir_path(folder: Path, token: object, what: str) -> None:
+    """A run.command token with `{dir}/x.py` (the payload folder in the image) names a file of the
+    payload folder: it must be one (`{dir}/../x` or a symlink out would run what the folder does
+    not hold). A path built from variables (`{dir}/ds_zero{zero}.json`) keeps plain names."""
+    text = one_line(what, _text(token, what))
+    _, sep, rel = text.partition("{dir}/")
+    if not sep:
+        return
+    if "{" not in rel:
+        inside(folder, rel, what)
+    elif not REL_PATH.fullmatch(re.sub(r"\{[^{}]*\}", "X", rel)):
+        raise UsageError(f"{what} {text!r}: expected {{dir}}/ followed by {REL_PATH_SHAPE}")
+
+
+def check_folder(name: str, folder: Path) -> None:
+    """A payload folder is copied into the image whole, links followed: a symlink that leads out of
+    it would bake a file of the build host into the image."""
+    root = folder.resolve()
+    for path in sorted(folder.rglob("*")):  # rglob does not descend into linked folders
+        if path.is_symlink() and not path.resolve().is_relative_to(root):
+            raise UsageError(f"payloads/{name}/{path.relative_to(folder)}: a symlink to {path.resolve()}, outside "
+                             "the payload folder (which is copied into the image); copy the file in instead")
+
+
 def load_payload(name: str) -> PayloadManifest:
+    if not NAME.fullmatch(name):  # before touching the file system: `../x` is no payload name
+        raise unknown("payload", name, available_payloads())
     path = payloads_root() / name / "payload.toml"
-    if name.startswith("_") or not path.is_file():
+    if not path.is_file():
         raise unknown("payload", name, available_payloads())
     try:
         raw = tomllib.loads(path.read_text())

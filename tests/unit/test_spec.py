@@ -164,3 +164,55 @@ def test_git_sha_read_from_the_git_folder(tmp_path):
     assert _head_from_files(tmp_path) == sha[:12]
     (tmp_path / "HEAD").write_text("ref: refs/heads/packed-only\n")
     assert _head_from_files(tmp_path) is None
+
+
+# The grammars of the values a spec writes into the Dockerfile and def: real references pass, the
+# rest is refused naming the option (tests/unit/test_hostile_render.py runs the hostile corpus).
+@pytest.mark.parametrize("base", [
+    "nvcr.io/nvidia/pytorch:25.06-py3", "rocm/pytorch:rocm6.4_ubuntu22.04_py3.10_pytorch_release_2.6.0",
+    "graphcore/pytorch:3.3.0-ubuntu-20.04", "debian", "localhost:5000/a/b_c__d--e:1",
+    "registry.example.org/ns/deb@sha256:" + "0f" * 32, "/images/base.sif", "./sandbox/", "../bases/x.sif",
+])
+def test_real_bases_pass_their_grammar(base):
+    assert make_spec("pytorch-cpu", base=base, sha="a").base == base
+
+
+def test_every_flavor_default_base_and_component_version_is_in_grammar():
+    from hpcai import components
+    from hpcai.spec import BASE, VERSION
+
+    for name in ALL_FLAVORS:
+        assert BASE.fullmatch(make_spec(name, sha="a", payloads="none").base), name
+    for comp in components.manifest().values():
+        for version in comp.known:
+            assert VERSION.fullmatch(version), (comp.name, version)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"base": "debian:12 AS x"}, r"^--base \(BASE_IMAGE\) 'debian:12 AS x': expected an image reference like"),
+    ({"ngc_version": "25.06\n"}, r"^--ngc-version \(NGC_VERSION\) '25.06\\n': control characters"),
+    ({"sets": ["libfabric=2.5.1;id"], "allow_unverified": True}, r"^--set libfabric '2\.5\.1;id': expected a version"),
+    ({"tag": "x:1 y"}, r"^--tag \(TAG\) 'x:1 y': expected an image reference like hpcai/pytorch-cpu:1"),
+    ({"repository": "Reg/NS"}, r"^--repository \(HPCAI_REPOSITORY\) 'Reg/NS': expected a registry/namespace"),
+    ({"payloads": "sanity,../x"}, r"^--payloads \(PAYLOADS\) '\.\./x': expected a payload folder name"),
+])
+def test_values_outside_their_grammar_name_the_option(options, message):
+    with pytest.raises(UsageError, match=message):
+        make_spec("pytorch-ngc", sha="a", **options)
+
+
+def test_version_variables_are_named_by_where_they_came_from(monkeypatch):
+    monkeypatch.setenv("LIBFABRIC_VERSION", "2.5.1 x")
+    with pytest.raises(UsageError, match=r"^LIBFABRIC_VERSION '2\.5\.1 x': expected a version"):
+        make_spec("pytorch-ngc", sha="a", allow_unverified=True)
+    # --set wins over the variable, and so does its check
+    with pytest.raises(UsageError, match=r"^--set libfabric '\$x': expected a version"):
+        make_spec("pytorch-ngc", sha="a", sets=["libfabric=$x"], allow_unverified=True)
+    assert make_spec("pytorch-ngc", sha="a", sets=["libfabric=2.5.0"]).sources["libfabric"].version == "2.5.0"
+
+
+def test_apt_sources_file_name_is_in_grammar(tmp_path):
+    bad = tmp_path / "my sources.list"
+    bad.write_text("")
+    with pytest.raises(UsageError, match=r"^--apt-sources \(APT_SOURCES\) file name 'my sources\.list': expected"):
+        make_spec("pytorch-cpu", apt_sources=str(bad), sha="a")
