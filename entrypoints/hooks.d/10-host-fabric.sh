@@ -55,32 +55,34 @@ _hf_pick() {
     _hf_chosen=$_hf_best
 }
 
-# _hf_private_dir: $_hf_dir = a directory of our own for this job step and rank. Outside a
-# job it is keyed by our pid (kept by exec), and dirs of dead pids are removed.
+# _hf_private_dir: $_hf_dir = a private folder (hpcai_private_dir) for this job step and rank.
+# Outside a job it is keyed by our pid (kept by exec), and our folders of dead pids are removed.
 _hf_private_dir() {
-    _hf_tmp=${TMPDIR:-/tmp}
-    _hf_user=${USER:-${LOGNAME:-nouser}}
-    if [ -n "${SLURM_JOB_ID:-}" ]; then
-        hpcai_first_of SLURM_PROCID OMPI_COMM_WORLD_RANK PMI_RANK || hpcai_value=$$
-        _hf_dir=$_hf_tmp/hpcai-$_hf_user-$SLURM_JOB_ID-${SLURM_STEP_ID:-0}-$hpcai_value
+    hpcai_safe_name "${USER:-${LOGNAME:-nouser}}"
+    _hf_user=$hpcai_value
+    if hpcai_uint SLURM_JOB_ID; then
+        _hf_job=$hpcai_value
+        hpcai_first_uint SLURM_PROCID OMPI_COMM_WORLD_RANK PMI_RANK || hpcai_value=$$
+        _hf_name=hpcai-$_hf_user-$_hf_job-${SLURM_STEP_ID:-0}-$hpcai_value
     else
         # test -O: not POSIX, but dash, bash and busybox sh all have it
         # shellcheck disable=SC3067
-        for _hf_old in "$_hf_tmp/hpcai-$_hf_user-local-"*; do
-            [ -d "$_hf_old" ] && [ -O "$_hf_old" ] && [ ! -d "/proc/${_hf_old##*-}" ] \
-                && rm -rf "$_hf_old"
+        for _hf_old in "${TMPDIR:-/tmp}/hpcai-$_hf_user-local-"*; do
+            _hf_pid=${_hf_old##*-}
+            _hf_pid=${_hf_pid%%.*}  # a mktemp stand-in (hpcai_private_dir) is NAME.XXXXXXXX
+            if [ -d "$_hf_old" ] && [ ! -L "$_hf_old" ] && [ -O "$_hf_old" ] \
+                && [ ! -d "/proc/$_hf_pid" ]; then
+                rm -rf "$_hf_old"
+            fi
         done
-        _hf_dir=$_hf_tmp/hpcai-$_hf_user-local-$$
+        _hf_name=hpcai-$_hf_user-local-$$
     fi
-    # shellcheck disable=SC3067
-    if [ -e "$_hf_dir" ] && { [ ! -O "$_hf_dir" ] || [ -L "$_hf_dir" ]; }; then
-        _hf_dir=$(mktemp -d "$_hf_tmp/hpcai-$_hf_user-XXXXXX") || return 1
-    fi
-    [ -d "$_hf_dir" ] || mkdir -m 700 "$_hf_dir" 2>/dev/null
+    hpcai_private_dir "$_hf_name" || return 1
+    _hf_dir=$hpcai_value
 }
 
 _hf_link_host() {
-    _hf_private_dir || { hpcai_fabric_problem "cannot create a private directory under ${TMPDIR:-/tmp} for the host libfabric"; return 1; }
+    _hf_private_dir || { hpcai_fabric_problem "$hpcai_value; using the image's libfabric"; return 1; }
     # Links already right (another run of this step) are left as they are: no fork at all.
     # A name in both /host/lib and /host/usr/lib64: /host/lib's copy (the site's fabric
     # folder) wins; `ln -sf` of both would leave the later one.

@@ -39,8 +39,9 @@ if [ -n "$_nn_plugin" ]; then
 fi
 
 if [ "${HPCAI_FABRIC_CXI:-0}" = 1 ]; then
-    hpcai_first_of HPCAI_NNODES SLURM_STEP_NUM_NODES SLURM_JOB_NUM_NODES SLURM_NNODES
-    if [ -n "$_nn_plugin" ] && hpcai_is_uint "$hpcai_value" && [ "$hpcai_value" -gt 1 ]; then
+    if [ -n "$_nn_plugin" ] \
+        && hpcai_first_uint HPCAI_NNODES SLURM_STEP_NUM_NODES SLURM_JOB_NUM_NODES SLURM_NNODES \
+        && [ "$hpcai_value" -gt 1 ]; then
         hpcai_set NCCL_NET "AWS Libfabric"
     fi
     hpcai_set NCCL_SOCKET_IFNAME hsn

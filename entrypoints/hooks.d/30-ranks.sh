@@ -7,23 +7,29 @@
 # SLURM_PROCID, i.e. mpiexec inside an allocation), then PMI/PALS (PMI_*, PALS_*), then PMIx.
 # MASTER_ADDR falls back to the first host of SLURM_STEP_NODELIST/SLURM_JOB_NODELIST (or
 # $PBS_NODEFILE) and MASTER_PORT to 61000 + job id % 4536 (enroot's rule) when unset.
+# Every number is read through hpcai_uint: a malformed one (SLURM_PROCID=abc, SLURM_NTASKS=1e3,
+# OMPI_COMM_WORLD_RANK='') is one warning and is ignored, as if unset. A set-but-empty RANK,
+# MASTER_ADDR, ... is filled like an unset one, with a warning (hpcai_set).
 
 _rk_family=''
-if [ -n "${OMPI_COMM_WORLD_RANK:-}" ]; then
+if hpcai_uint OMPI_COMM_WORLD_RANK; then
     _rk_family=ompi
-elif [ -n "${SLURM_PROCID:-}" ] && { [ -z "${PMI_RANK:-}" ] || [ "$PMI_RANK" = "$SLURM_PROCID" ]; }; then
+elif hpcai_uint SLURM_PROCID \
+    && { _rk_procid=$hpcai_value; ! hpcai_uint PMI_RANK || [ "$hpcai_value" = "$_rk_procid" ]; }; then
     _rk_family=slurm
-elif [ -n "${PMI_RANK:-}${PALS_RANKID:-}" ]; then
+elif hpcai_first_uint PMI_RANK PALS_RANKID; then
     _rk_family=pmi
-elif [ -n "${PMIX_RANK:-}" ]; then
+elif hpcai_uint PMIX_RANK; then
     _rk_family=pmix
 fi
 
-# _rk_from VAR SOURCE...: set VAR from the first non-empty SOURCE variable.
+# _rk_from VAR SOURCE...: set VAR from the first SOURCE variable that holds a number.
 _rk_from() {
     _rk_var=$1
     shift
-    hpcai_first_of "$@" && hpcai_set "$_rk_var" "$hpcai_value"
+    if hpcai_first_uint "$@"; then
+        hpcai_set "$_rk_var" "$hpcai_value"
+    fi
 }
 
 case $_rk_family in
@@ -40,13 +46,16 @@ case $_rk_family in
         _rk_from NODE_RANK SLURM_NODEID
         if hpcai_first_of SLURM_STEP_TASKS_PER_NODE SLURM_TASKS_PER_NODE; then
             _rk_spec=$hpcai_value
-            if hpcai_tasks_on_node "$_rk_spec" "${SLURM_NODEID:-0}"; then
+            _rk_spec_var=$hpcai_from
+            hpcai_uint SLURM_NODEID || hpcai_value=0
+            if hpcai_tasks_on_node "$_rk_spec" "$hpcai_value"; then
                 hpcai_set LOCAL_WORLD_SIZE "$hpcai_value"
             else
-                hpcai_warn "cannot read tasks per node from '$_rk_spec'; LOCAL_WORLD_SIZE not set"
+                hpcai_quote "$_rk_spec"
+                hpcai_warn "cannot read tasks per node from $_rk_spec_var=$hpcai_value; LOCAL_WORLD_SIZE not set"
             fi
-        elif [ -n "${SLURM_NTASKS_PER_NODE:-}" ]; then
-            hpcai_set LOCAL_WORLD_SIZE "$SLURM_NTASKS_PER_NODE"
+        elif hpcai_uint SLURM_NTASKS_PER_NODE; then
+            hpcai_set LOCAL_WORLD_SIZE "$hpcai_value"
         elif hpcai_isset SLURM_TASKS_PER_NODE; then
             hpcai_warn "SLURM_TASKS_PER_NODE is empty; LOCAL_WORLD_SIZE not set"
         fi
@@ -63,18 +72,16 @@ case $_rk_family in
         ;;
 esac
 
-if ! hpcai_isset MASTER_ADDR; then
+if [ -z "${MASTER_ADDR:-}" ]; then  # unset, or set but empty (filled with a warning)
     if hpcai_first_of SLURM_STEP_NODELIST SLURM_JOB_NODELIST SLURM_NODELIST; then
         hpcai_hostlist_first "$hpcai_value"
         hpcai_set MASTER_ADDR "$hpcai_value"
-    elif [ -n "${PBS_NODEFILE:-}" ] && [ -r "$PBS_NODEFILE" ]; then
-        IFS= read -r _rk_host <"$PBS_NODEFILE" && [ -n "$_rk_host" ] && hpcai_set MASTER_ADDR "$_rk_host"
+    elif [ -n "${PBS_NODEFILE:-}" ] && [ -f "$PBS_NODEFILE" ] && [ -r "$PBS_NODEFILE" ] \
+        && IFS= read -r _rk_host <"$PBS_NODEFILE" && [ -n "$_rk_host" ]; then
+        hpcai_set MASTER_ADDR "$_rk_host"
     fi
 fi
 
-hpcai_first_of SLURM_JOB_ID PBS_JOBID
-_rk_job=${hpcai_value%%[!0-9]*}
-if [ -n "$_rk_job" ]; then
-    hpcai_decimal "$_rk_job"
+if hpcai_job_id; then
     hpcai_set MASTER_PORT "$((61000 + hpcai_value % 4536))"
 fi

@@ -12,18 +12,18 @@ case ${HPCAI_GPU_BIND:-none} in
     none) return 0 ;;
     *) hpcai_warn "unknown HPCAI_GPU_BIND=$HPCAI_GPU_BIND (valid: local-rank, none); not binding"; return 0 ;;
 esac
-if ! hpcai_is_uint "${LOCAL_RANK:-}"; then
+if ! hpcai_uint LOCAL_RANK; then
     hpcai_warn "HPCAI_GPU_BIND=local-rank but no local rank is known; not binding"
     return 0
 fi
+_gp_dev=$hpcai_value
 
 hpcai_gpu_vendor
 _gp_vendor=$hpcai_value
 [ "$_gp_vendor" = none ] && return 0
 
-_gp_dev=$LOCAL_RANK
-if hpcai_is_uint "${HPCAI_GPUS_PER_NODE:-}" && [ "$HPCAI_GPUS_PER_NODE" -gt 0 ]; then
-    _gp_dev=$((LOCAL_RANK % HPCAI_GPUS_PER_NODE))
+if hpcai_uint HPCAI_GPUS_PER_NODE && [ "$hpcai_value" -gt 0 ]; then
+    _gp_dev=$((_gp_dev % hpcai_value))
 fi
 case $_gp_vendor in
     cuda) hpcai_set CUDA_VISIBLE_DEVICES "$_gp_dev" ;;

@@ -71,16 +71,18 @@ def workdir():
 
 @pytest.fixture
 def run_entrypoint(workdir, shell):
-    """run_entrypoint(env, hooks=None|[names], args=None, user=None) -> EntrypointRun.
+    """run_entrypoint(env, hooks=None|[names], args=None, user=None, opts=()) -> EntrypointRun.
 
     hooks=None runs every hook of the repository; args replaces the `env -0` command; user
-    runs it as that user (needs root), for tests where file permissions must matter.
+    runs it as that user (needs root), for tests where file permissions must matter; opts are
+    shell options placed before the script (("-e",) runs it under errexit).
     """
     counter = iter(range(1000))
     tmp_path = workdir
 
     def run(env: dict[str, str], hooks: list[str] | None = None,
-            args: list[str] | None = None, user: str | None = None) -> EntrypointRun:
+            args: list[str] | None = None, user: str | None = None,
+            opts: tuple[str, ...] = ()) -> EntrypointRun:
         given = {**BASE_ENV, **env}
         if hooks is not None and "HPCAI_HOOKS_DIR" not in given:
             hooks_dir = tmp_path / f"hooks-{next(counter)}"
@@ -90,7 +92,7 @@ def run_entrypoint(workdir, shell):
                 shutil.copy(src, hooks_dir / src.name)
             hooks_dir.chmod(0o755)
             given["HPCAI_HOOKS_DIR"] = str(hooks_dir)
-        argv = [shell, str(ENTRYPOINT), *(args if args is not None else ["env", "-0"])]
+        argv = [shell, *opts, str(ENTRYPOINT), *(args if args is not None else ["env", "-0"])]
         if user is not None:  # drop root for tests where permissions must bite
             argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
         proc = subprocess.run(argv, env=given, capture_output=True, timeout=30, check=False,

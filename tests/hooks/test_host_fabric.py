@@ -159,6 +159,17 @@ def test_outside_a_job_the_private_dir_is_per_process_and_stale_ones_go(run_entr
     assert not stale.exists()
 
 
+def test_a_live_process_stand_in_private_dir_is_not_removed_as_stale(run_entrypoint, host):
+    # hpcai_private_dir's mktemp stand-in for hpcai-alice-local-PID is hpcai-alice-local-PID.XXXXXXXX
+    touch(host / "host/lib/libfabric.so.1.20.1")
+    live = host / "tmp/hpcai-alice-local-1.AbCd1234"  # pid 1 always runs
+    dead = host / "tmp/hpcai-alice-local-999999999.AbCd1234"
+    live.mkdir()
+    dead.mkdir()
+    run = run_entrypoint(env_for(host), hooks=["host-fabric"])
+    assert run.rc == 0 and live.exists() and not dead.exists()
+
+
 def test_foreign_private_dir_is_not_reused(run_entrypoint, host):
     if not as_root():
         pytest.skip("needs root to create a dir owned by someone else")

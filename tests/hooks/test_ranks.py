@@ -31,10 +31,27 @@ def test_uneven_tasks_per_node(run_entrypoint):
 
 
 def test_preset_values_survive(run_entrypoint):
-    preset = {"RANK": "99", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500", "LOCAL_RANK": ""}
+    preset = {"RANK": "99", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500"}
     run = run_entrypoint({**SLURM, **preset}, hooks=["ranks"])
-    assert run.exported() == {"WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4", "NODE_RANK": "1"}
+    assert run.exported() == {"LOCAL_RANK": "1", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4",
+                              "NODE_RANK": "1"}
     assert {k: run.env[k] for k in preset} == preset
+    assert run.stderr == ""
+
+
+def test_an_empty_rank_variable_is_filled_with_a_warning(run_entrypoint):
+    # torch fails on LOCAL_RANK=''; it is never a choice, so it counts as unset (hpcai_set).
+    run = run_entrypoint({**SLURM, "LOCAL_RANK": ""}, hooks=["ranks"])
+    assert run.env["LOCAL_RANK"] == "1"
+    assert run.warnings == ["hpcai-entrypoint: warning: LOCAL_RANK is set but empty; using LOCAL_RANK='1'"]
+
+
+def test_other_empty_values_still_count_as_set(run_entrypoint):
+    # CUDA_VISIBLE_DEVICES='' means "no GPU": only the rank variables are filled when empty.
+    env = {"LOCAL_RANK": "1", "HPCAI_GPU_BIND": "local-rank", "HPCAI_GPU_VENDOR": "cuda",
+           "CUDA_VISIBLE_DEVICES": ""}
+    run = run_entrypoint(env, hooks=["gpu"])
+    assert (run.exported(), run.env["CUDA_VISIBLE_DEVICES"], run.stderr) == ({}, "", "")
 
 
 def test_empty_tasks_per_node_warns_and_leaves_it_unset(run_entrypoint):

@@ -85,14 +85,19 @@ def test_rocm_caches_per_local_rank_and_user_values_survive(run_entrypoint, work
 
 
 def test_hf_home_moves_only_when_the_default_is_not_writable(run_entrypoint, workdir):
-    base = {"USER": "bob", "TMPDIR": str(workdir), "HPCAI_GPU_VENDOR": "none"}
+    tmp = workdir / "tmp"
+    tmp.mkdir()
+    tmp.chmod(0o1777)  # a shared TMPDIR, like /tmp: the hook may run as nobody below
+    base = {"USER": "bob", "TMPDIR": str(tmp), "HPCAI_GPU_VENDOR": "none"}
     assert run_entrypoint({**base, "HOME": str(workdir)}, hooks=["caches"]).exported() == {}
+    assert not (tmp / "hpcai-bob-local").exists()  # made on first need only
     readonly_home = workdir / "home"
     readonly_home.mkdir(mode=0o555)
     # root may write anywhere, so drop to nobody when running as root
     got = run_entrypoint({**base, "HOME": str(readonly_home)}, hooks=["caches"],
                          user="65534" if as_root() else None).exported()
-    assert got == {"HF_HOME": f"{workdir}/hpcai-bob-local/huggingface"}
+    assert got == {"HF_HOME": f"{tmp}/hpcai-bob-local/huggingface"}
+    assert oct((tmp / "hpcai-bob-local").stat().st_mode & 0o777) == "0o700"
 
 
 # --- diagnose ---------------------------------------------------------------------------
