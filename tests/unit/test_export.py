@@ -82,7 +82,7 @@ def test_parse_cli_json_and_errors(tmp_path, hpcai):
     data = json.loads(r.stdout)
     assert data["metrics"][0] == {"name": "busbw_avg", "value": 61.2345, "unit": "GB/s", "better": "higher",
                                   "headline": True}
-    assert len(data["details"]["rows"]) == 6
+    assert "rows" not in data["details"] and data["tables"] == {"rows": 6}  # rows only with --rows
     wrong = hpcai("results", "parse", "-p", "osu", str(LOGS / "hvd_pytorch.log"))
     assert wrong.exit_code == 2 and wrong.stderr.startswith("error: osu: no") and wrong.stderr.count("\n") == 1
     (tmp_path / "empty.log").write_text("")

@@ -16,6 +16,8 @@ from hpcai.errors import HpcaiError
 from hpcai.results.metrics import ParseResult
 from hpcai.results.parsers import PARSERS, parse_text
 
+pytestmark = pytest.mark.hostile  # issue 12's corpus
+
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 SAMPLES = Path("/work/shared/samples")
 TEXTS = sorted(p for d in (LOGS, SAMPLES) if d.is_dir() for p in d.iterdir()

@@ -55,19 +55,25 @@ def _fmt(value: float | None) -> str:
 def parse_cmd(
     files: list[Path] = typer.Argument(..., help="Log files (stdout and/or stderr of any run, hpcai's or not)."),
     payload: str = typer.Option(..., "--payload", "-p", help="Payload or parser name (nccl-tests, osu, hf-clm, …)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON (metrics with unit and direction, plus details)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON: metrics with unit and direction, warnings, and "
+                                 "the details without their per-row tables (their lengths under \"tables\")."),
+    rows: bool = typer.Option(False, "--rows", help="With --json: include the per-row tables in details (the size "
+                              "table, every logged step or iteration); long for big logs."),
     var: Optional[list[str]] = typer.Option(None, "--var", help="Run facts for derived metrics, e.g. seq_len=1024, "
                                             "n_params=124e6, model=gpt2 (HF TFLOP/s); repeatable."),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs of the run (HF TFLOP/s per GPU)."),
 ) -> None:
-    """Parse log files with a payload's parser and print the metrics."""
+    """Parse log files with a payload's parser and print the metrics (logs of any size: read once, line by line)."""
     import json
+    import sys
 
-    from hpcai.console import cell, err, out, plain
+    from hpcai.console import cell, err, plain
     from hpcai.errors import UsageError
     from hpcai.results import tflops
-    from hpcai.results.parsers import parse_files, parser_for_payload
+    from hpcai.results.parsers import parse_files, parser_for_payload, summary
 
+    if rows and not as_json:
+        raise UsageError("--rows goes with --json (the table shows the metrics only)")
     result = parse_files(parser_for_payload(payload), files)
     facts = {}
     for item in var or []:
@@ -77,8 +83,8 @@ def parse_cmd(
         facts[key] = value
     if facts or gpus:
         tflops.add_to_result(result, {"payload_vars": facts, "nodes": 1, "gpus_per_node": gpus})
-    if as_json:
-        out.print(json.dumps(result.to_dict(), indent=2, default=str), markup=False, highlight=False)
+    if as_json:  # written as is: rich would scan every character of a long --rows document
+        sys.stdout.write(json.dumps(summary(result, rows), indent=2, default=str) + "\n")
         return
     from rich.table import Table
 

@@ -4,7 +4,8 @@
        1 GPUs --   no ddp:  p50:  0.097s     329/s  p75:  0.097s     329/s  p90: …  p95: …
        4 GPUs --    1M/4G:  p50:  0.101s     316/s  …
 
-Every configuration and percentile is kept in details. `ex/sec` is per rank, so the total is
+Every configuration and percentile is kept in details (of a log repeating them without end, the
+first and last common.LIMIT // 2 rows). `ex/sec` is per rank, so the total is
 ex/s × GPUs. Headline: total ex/s at p50 of the largest configuration (`<nodes>M/<gpus>G`).
 Lines may say `CPUs` instead of `GPUs` when the payload runs on CPU.
 """
@@ -15,7 +16,9 @@ import json
 import re
 
 from hpcai.results.metrics import HIGHER, LOWER, Metric, ParseResult
-from hpcai.results.parsers.common import FP, nothing_found, strip_prefixes
+from hpcai.results.parsers.common import FP, LIMIT, Capture, LogLines, Rows, nothing_found
+
+ROWS = ("configurations",)
 
 _BENCH = re.compile(r"^Benchmark:\s*(\S+) with batch size (\d+)")
 _ROW = re.compile(r"^\s*(\d+) [GC]PUs --\s*(.+?):\s+(p\d+:.*)$")
@@ -53,12 +56,12 @@ def _json_config(entry: dict, r: object) -> dict | None:
             "gpus": gpus, "percentiles": pct, "batch_size": batch if _num(batch) else None}
 
 
-def _from_json(text: str) -> list[dict] | None:
-    start = text.find("{")
-    if start < 0:
+def _from_json(text: str | None) -> list[dict] | None:
+    """The configurations of a --json document (TEXT runs from its first `{` to the log's end)."""
+    if text is None:
         return None
     try:
-        data = json.loads(text[start:text.rfind("}") + 1])
+        data = json.loads(text[:text.rfind("}") + 1])
     except (ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("benchmark_results"), list):
@@ -73,13 +76,17 @@ def _from_json(text: str) -> list[dict] | None:
     return configs or None
 
 
-def parse(text: str) -> ParseResult:
-    configs: list[dict] = []
+def _read(log: LogLines) -> tuple[Rows, dict[str, float], str | None]:
+    """(table configurations, hpcai's exact totals by configuration, the JSON document when the log
+    has no table) in one pass."""
+    configs, doc = Rows(), Capture("{", leading=False)
     model = batch = None
     exact_totals: dict[str, float] = {}
-    for line in strip_prefixes(text):
+    for line in log:
+        doc.feed(line)
         if (m := _TOTAL.match(line.strip())):
-            exact_totals[m.group(1)] = float(m.group(3))
+            if m.group(1) in exact_totals or len(exact_totals) < LIMIT:  # one per configuration
+                exact_totals[m.group(1)] = float(m.group(3))
         elif (m := _BENCH.match(line.strip())):
             model, batch = m.group(1), int(m.group(2))
         elif (m := _ROW.match(line)):
@@ -88,10 +95,15 @@ def parse(text: str) -> ParseResult:
             if pct:
                 configs.append({"model": model, "batch_size": batch, "config": m.group(2).strip(),
                                 "gpus": int(m.group(1)), "percentiles": pct})
+                doc.drop()  # the table wins over any JSON
+    return configs, exact_totals, doc.text
+
+
+def parse(log: LogLines) -> ParseResult:
+    rows, exact_totals, doc = _read(log)
+    configs = rows.list() or _from_json(doc) or []
     if not configs:
-        configs = _from_json(text) or []
-    if not configs:
-        raise nothing_found("ddp-bench", "'N GPUs -- config: p50: …' rows", text)
+        raise nothing_found("ddp-bench", "'N GPUs -- config: p50: …' rows", log)
     for c in configs:
         for p in c["percentiles"].values():
             if "ex_per_sec" not in p and c.get("batch_size") and p["sec_per_iter"] > 0:
@@ -119,6 +131,7 @@ def parse(text: str) -> ParseResult:
         metrics.append(Metric("scaling_efficiency", eff, "ratio", HIGHER))
     warnings = [f"the log benchmarks {len(models)} models ({', '.join(map(str, models))}): the figures are "
                 f"{model}'s; every model's rows are in details.configurations"] if len(models) > 1 else []
+    warnings += rows.warnings("configuration rows")
     return ParseResult("ddp-bench", metrics, {"model": model, "models": models, "batch_size": batch,
                                               "configurations": configs, "headline_config": top["config"]},
                        warnings)

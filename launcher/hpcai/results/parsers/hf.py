@@ -14,9 +14,12 @@ from __future__ import annotations
 import ast
 import json
 import re
+from collections.abc import Iterable, Iterator
 
 from hpcai.results.metrics import HIGHER, LOWER, Metric, ParseResult
-from hpcai.results.parsers.common import FP, nothing_found, strip_prefixes, to_float
+from hpcai.results.parsers.common import FP, Capture, LogLines, Rows, nothing_found, to_float
+
+ROWS = ("runs",)
 
 _BLOCK = re.compile(r"^\*{5} (\w+) metrics \*{5}$")
 _KV = re.compile(r"^\s+(\w+)\s+=\s+(.+?)\s*$")
@@ -30,6 +33,10 @@ _BLOCKSIZE = re.compile(r"block_size\s*[=:]\s*(\d+)")
 _HPCAI = re.compile(r"hf-clm: model=(\S+) params=(\d+) seq_len=(\d+) batch_size=(\d+) ranks=(\d+)")
 _PRECISION = re.compile(r"hf-clm: model=\S+ .*?\bprecision=(\w+)")
 _GLOBAL_BATCH = re.compile(r"Total train batch size \(.*?\) = ([\d,]+)")
+# facts for details, the first each the log prints
+_FACTS = (("n_params", _PARAMS), ("n_gpu", _NGPU), ("model", _MODEL), ("seq_len", _BLOCKSIZE),
+          ("global_batch_size", _GLOBAL_BATCH))
+_MAX_KEYS = 256  # names kept of one metrics block (a real one has about ten)
 
 # name -> (unit, better); metrics reported when present
 _KNOWN = {
@@ -78,10 +85,10 @@ def _precision(line: str, current: str | None) -> str | None:
     return current
 
 
-def _collect(lines: list[str]) -> tuple[list[dict], list[dict], list[dict]]:
+def _collect(lines: Iterable[str]) -> tuple[Rows, Rows, Rows]:
     """(train dicts from the final dict line, train blocks, eval blocks) in log order; each run
     carries the precision announced before it (`precision`, None when the log never says)."""
-    dicts, train_blocks, eval_blocks = [], [], []
+    dicts, train_blocks, eval_blocks = Rows(), Rows(), Rows()
     block: dict | None = None
     precision: str | None = None
     for line in lines:
@@ -100,14 +107,16 @@ def _collect(lines: list[str]) -> tuple[list[dict], list[dict], list[dict]]:
             continue
         if block is not None and (m := _KV.match(line)):
             v = _value(m.group(2))
-            if v is not None:
+            if v is not None and (m.group(1) in block or len(block) < _MAX_KEYS):
                 block[m.group(1)] = v
             continue
         block = None
     return dicts, train_blocks, eval_blocks
 
 
-def _json_doc(text: str) -> dict | None:
+def _json_doc(text: str | None) -> dict | None:
+    if text is None:
+        return None
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
@@ -117,20 +126,43 @@ def _json_doc(text: str) -> dict | None:
     return None
 
 
-def parse(text: str) -> ParseResult:
-    lines = strip_prefixes(text)
-    doc = _json_doc(text.strip())
-    if doc is not None:
-        runs, evals = [doc], []
-    else:
-        dicts, train_blocks, evals = _collect(lines)
-        runs = dicts or train_blocks
-        # The block carries eval/perplexity figures the dict lacks: merge per run, by order.
-        for i, run in enumerate(runs):
-            if i < len(evals):
-                run.update({k: v for k, v in evals[i].items() if k not in run})
+def _facts(line: str, found: dict) -> None:
+    """The first value of each fact (parameters, GPUs, model, …) the log prints, into FOUND."""
+    for key, rx in _FACTS:
+        if key not in found and (m := rx.search(line)):
+            raw = m.group(1).replace(",", "")
+            found[key] = int(raw) if raw.isdigit() else raw
+    if "hpcai" not in found and (m := _HPCAI.search(line)):
+        model, params, seq_len, batch, ranks = m.groups()
+        found["hpcai"] = dict(model=model, n_params=int(params), seq_len=int(seq_len), batch_size=int(batch),
+                              n_gpu=int(ranks), synthetic="SYNTHETIC" in line[m.start():])
+
+
+def _read(log: LogLines) -> tuple[list[dict], int, dict, list[str]]:
+    """(runs, how many the log holds, facts, warnings) in one pass: a *_results.json document, else
+    the final dict lines (or train blocks) with the eval blocks merged in."""
+    doc, found = Capture("{", leading=True), {}
+
+    def observed() -> Iterator[str]:
+        for line in log:
+            doc.feed(line)
+            _facts(line, found)
+            yield line
+
+    dicts, train_blocks, evals = _collect(observed())
+    if (single := _json_doc(doc.text)) is not None:
+        return [single], 1, found, []
+    source = dicts if dicts.seen else train_blocks
+    runs, eval_runs = source.list(), evals.list()
+    # The block carries eval/perplexity figures the dict lacks: merge per run, by order.
+    for run, ev in zip(runs, eval_runs):
+        run.update({k: v for k, v in ev.items() if k not in run})
+    return runs, source.seen, found, source.warnings("runs")
+
+
+def parse(log: LogLines) -> ParseResult:
+    runs, repetitions, found, warnings = _read(log)
     metrics = []
-    warnings = []
     # Repetitions are averaged, precisions never: the first precision's figures carry the plain
     # names, each other one's get its suffix (the WikiText-2 benchmark runs FP32, then FP16).
     precisions = list(dict.fromkeys(r.get("precision") for r in runs))
@@ -147,20 +179,13 @@ def parse(text: str) -> ParseResult:
                     headline = name == "train_samples_per_second" and not suffix
                     metrics.append(Metric(name + suffix, sum(values) / len(values), unit, better, headline))
     if not metrics:
-        raise nothing_found("hf-trainer", "train/eval metrics ('***** train metrics *****' or the final dict)", text)
+        raise nothing_found("hf-trainer", "train/eval metrics ('***** train metrics *****' or the final dict)", log)
     if not any(m.headline for m in metrics):
         metrics[0] = Metric(**{**metrics[0].to_dict(), "headline": True})
-    joined = "\n".join(lines)
-    details: dict = {"runs": runs, "repetitions": len(runs)}
-    for key, rx in (("n_params", _PARAMS), ("n_gpu", _NGPU), ("model", _MODEL),
-                    ("seq_len", _BLOCKSIZE), ("global_batch_size", _GLOBAL_BATCH)):
-        if (m := rx.search(joined)):
-            raw = m.group(1).replace(",", "")
-            details[key] = int(raw) if raw.isdigit() else raw
-    if (m := _HPCAI.search(joined)):
-        model, params, seq_len, batch, ranks = m.groups()
-        details.update(model=model, n_params=int(params), seq_len=int(seq_len), batch_size=int(batch),
-                       n_gpu=int(ranks), synthetic="SYNTHETIC" in joined[m.start():joined.find("\n", m.start())])
+    details: dict = {"runs": runs, "repetitions": repetitions}
+    details.update((key, found[key]) for key, _ in _FACTS if key in found)
+    if "hpcai" in found:
+        details.update(found["hpcai"])
         if details["synthetic"]:
             warnings.append("synthetic data and random weights: throughput is real, the loss is not comparable")
     return ParseResult("hf-trainer", metrics, details, warnings)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 
 from hpcai.results.metrics import HIGHER, Metric, ParseResult
-from hpcai.results.parsers.common import FP, nothing_found, strip_prefixes
+from hpcai.results.parsers.common import FP, LogLines, Rows, nothing_found
+
+ROWS = ("iterations",)
 
 _PER = re.compile(rf"Img/sec per (?:GPU|CPU):\s*({FP})\s*\+-\s*({FP})")
 _TOTAL = re.compile(rf"Total img/sec on (\d+) (?:GPU|CPU)\(s\):\s*({FP})\s*\+-\s*({FP})")
@@ -20,11 +22,11 @@ _ITER = re.compile(rf"Iter #(\d+):\s*({FP}) img/sec per (?:GPU|CPU)")
 _INFO = re.compile(r"^(Model|Batch size|Number of (?:GPU|CPU)s):\s*(.+)$")
 
 
-def parse(text: str) -> ParseResult:
+def parse(log: LogLines) -> ParseResult:
     per = total = None
-    iters: list[float] = []
+    iters = Rows()
     info: dict[str, str] = {}
-    for line in strip_prefixes(text):
+    for line in log:
         s = line.strip()
         if (m := _TOTAL.search(s)):
             total = (int(m.group(1)), float(m.group(2)), float(m.group(3)))
@@ -32,15 +34,15 @@ def parse(text: str) -> ParseResult:
             per = (float(m.group(1)), float(m.group(2)))
         elif (m := _ITER.search(s)):
             iters.append(float(m.group(2)))
-        elif (m := _INFO.match(s)):
+        elif (m := _INFO.match(s)):  # three fixed names: bounded
             info[m.group(1).lower().replace(" ", "_")] = m.group(2).strip()
     if total is None and per is None:
-        raise nothing_found("hvd-synthetic", "'Total img/sec on N GPU(s)' line", text)
+        raise nothing_found("hvd-synthetic", "'Total img/sec on N GPU(s)' line", log)
     metrics = []
     if total is not None:
         metrics.append(Metric("img_per_sec_total", total[1], "img/s", HIGHER, headline=True))
     if per is not None:
         metrics.append(Metric("img_per_sec_per_device", per[0], "img/s", HIGHER, headline=total is None))
-    details = {**info, "iterations": iters, "ci95_total": total[2] if total else None,
+    details = {**info, "iterations": iters.list(), "ci95_total": total[2] if total else None,
                "ci95_per_device": per[1] if per else None, "devices": total[0] if total else None}
-    return ParseResult("hvd-synthetic", metrics, details)
+    return ParseResult("hvd-synthetic", metrics, details, iters.warnings("'Iter #N' lines"))

@@ -14,7 +14,9 @@ from __future__ import annotations
 import re
 
 from hpcai.results.metrics import HIGHER, LOWER, Metric, ParseResult
-from hpcai.results.parsers.common import nothing_found, strip_prefixes, to_float
+from hpcai.results.parsers.common import AfterFirst, LogLines, Rows, nothing_found, to_float
+
+ROWS = ("iterations",)
 
 _ITER = re.compile(r"iteration\s+(\d+)/\s*(\d+)\s*\|(.*)$")
 _SEQ = re.compile(r"seq[_-]length\s*[.=:\s]+\s*(\d+)")
@@ -48,35 +50,36 @@ def _tflops(p: dict[str, float]) -> float | None:
     return None
 
 
-def parse(text: str) -> ParseResult:
-    lines = strip_prefixes(text)
-    iters = []
-    for line in lines:
+def parse(log: LogLines) -> ParseResult:
+    iters, steady = Rows(), AfterFirst()  # the first logged interval includes warm-up
+    gbs = seq = shape = None
+    for line in log:
         if (m := _ITER.search(line)):
-            p = _pairs(m.group(3))
-            iters.append({"iteration": int(m.group(1)), "of": int(m.group(2)), **p})
-    if not iters:
-        raise nothing_found("megatron", "'iteration N/ M | …' lines", text)
-    steady = iters[1:] if len(iters) > 1 else iters  # first interval includes warm-up
-    secs = [s for s in (_seconds(i) for i in steady) if s is not None]
-    tfl = [t for t in (_tflops(i) for i in steady) if t is not None]
+            iteration = {"iteration": int(m.group(1)), "of": int(m.group(2)), **_pairs(m.group(3))}
+            iters.append(iteration)
+            steady.add({"secs": _seconds(iteration), "tflops": _tflops(iteration)})
+            gbs = iteration.get("global batch size", gbs)  # the last one printed
+        if seq is None and (m := _SEQ.search(line)):
+            seq = int(m.group(1))
+        if shape is None:
+            shape = _SHAPE.search(line)
+    if not iters.seen:
+        raise nothing_found("megatron", "'iteration N/ M | …' lines", log)
+    secs, tfl = steady.mean("secs"), steady.mean("tflops")
     metrics = []
-    if tfl:
-        metrics.append(Metric("tflops_per_gpu", sum(tfl) / len(tfl), "TFLOP/s", HIGHER, headline=True,
+    if tfl is not None:
+        metrics.append(Metric("tflops_per_gpu", tfl, "TFLOP/s", HIGHER, headline=True,
                               formula="Megatron's own 'throughput per GPU (TFLOP/s/GPU)', mean over logged intervals"))
-    if secs:
-        metrics.append(Metric("time_per_iteration", sum(secs) / len(secs), "s", LOWER, headline=not tfl))
-    gbs = next((i["global batch size"] for i in reversed(iters) if "global batch size" in i), None)
-    seq = _SEQ.search("\n".join(lines))
+    if secs is not None:
+        metrics.append(Metric("time_per_iteration", secs, "s", LOWER, headline=tfl is None))
     if not metrics:
-        raise nothing_found("megatron", "iteration time or TFLOP/s", text)
-    details = {"iterations": iters, "global_batch_size": gbs, "seq_len": int(seq.group(1)) if seq else None}
-    shape = next((m for line in lines if (m := _SHAPE.search(line))), None)
+        raise nothing_found("megatron", "iteration time or TFLOP/s", log)
+    details = {"iterations": iters.list(), "global_batch_size": gbs, "seq_len": seq}
     if shape:
         details.update(model="GPT", model_size=shape.group(1), tp=int(shape.group(2)), pp=int(shape.group(3)),
                        dp=int(shape.group(4)), micro_batch_size=int(shape.group(5)),
                        global_batch_size=gbs or int(shape.group(6)))
-    result = ParseResult("megatron", metrics, details)
+    result = ParseResult("megatron", metrics, details, iters.warnings("iteration lines"))
     from hpcai.results.tflops import add_megatron_tokens
 
     add_megatron_tokens(result, {}, warn=False)  # the run's facts may still give it (records, results parse --var)

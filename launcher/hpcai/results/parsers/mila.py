@@ -15,29 +15,33 @@ import json
 import math
 
 from hpcai.results.metrics import HIGHER, LOWER, Metric, ParseResult
-from hpcai.results.parsers.common import nothing_found, strip_prefixes
+from hpcai.results.parsers.common import Capture, LogLines, Rows, nothing_found
+
+ROWS = ("reports",)
 
 TAG = "mila-report: "
 
 
-def _reports(text: str) -> list[dict]:
-    stripped = text.strip()
-    if stripped.startswith("["):  # the --report file
-        try:
-            data = json.loads(stripped)
-            return [r for r in data if isinstance(r, dict)] if isinstance(data, list) else []
-        except ValueError:
-            return []
-    reports = []
-    for line in strip_prefixes(text):
-        if (i := line.find(TAG)) >= 0:
+def _reports(log: LogLines) -> tuple[list[dict], list[str]]:
+    """(the reports, warnings): from a --report file (the log is one JSON list), else from the
+    `mila-report:` lines."""
+    doc, lines = Capture("[", leading=True), Rows()
+    for line in log:
+        doc.feed(line)
+        if not doc.started and (i := line.find(TAG)) >= 0:
             try:
-                doc = json.loads(line[i + len(TAG):])
-            except ValueError:
+                report = json.loads(line[i + len(TAG):])
+            except (ValueError, RecursionError):
                 continue  # a cut line
-            if isinstance(doc, dict):
-                reports.append(doc)
-    return reports
+            if isinstance(report, dict):
+                lines.append(report)
+    if not doc.started:
+        return lines.list(), lines.warnings("report lines")
+    try:
+        data = json.loads(doc.text or "")
+    except (ValueError, RecursionError):
+        return [], []
+    return ([r for r in data if isinstance(r, dict)] if isinstance(data, list) else []), []
 
 
 def _rate(report: dict) -> float | None:
@@ -46,10 +50,11 @@ def _rate(report: dict) -> float | None:
     return float(avg) if isinstance(avg, (int, float)) and not isinstance(avg, bool) and avg > 0 else None
 
 
-def parse(text: str) -> ParseResult:
-    reports = [r for r in _reports(text) if isinstance(r.get("name"), str) and _rate(r) is not None]
+def parse(log: LogLines) -> ParseResult:
+    found, kept_warnings = _reports(log)
+    reports = [r for r in found if isinstance(r.get("name"), str) and _rate(r) is not None]
     if not reports:
-        raise nothing_found("mila", "'mila-report: {json}' lines", text)
+        raise nothing_found("mila", "'mila-report: {json}' lines", log)
     rates = [_rate(r) for r in reports]
     score = math.exp(sum(math.log(r) for r in rates) / len(rates))
     metrics = [Metric("score", score, "items/s", HIGHER, headline=True,
@@ -60,5 +65,5 @@ def parse(text: str) -> ParseResult:
         sd = report["train_item"].get("sd")
         if isinstance(sd, (int, float)):
             metrics.append(Metric(f"{report['name']}_sd_pct", 100.0 * sd / rate, "%", LOWER))
-    warnings = [f"{int(r['nans'])} NaN loss(es) in {r['name']}" for r in reports if r.get("nans")]
+    warnings = [f"{int(r['nans'])} NaN loss(es) in {r['name']}" for r in reports if r.get("nans")] + kept_warnings
     return ParseResult("mila", metrics, {"reports": reports, "benchmarks": [r["name"] for r in reports]}, warnings)

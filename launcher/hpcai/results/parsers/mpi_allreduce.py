@@ -16,7 +16,9 @@ from __future__ import annotations
 import re
 
 from hpcai.results.metrics import HIGHER, LOWER, Metric, ParseResult
-from hpcai.results.parsers.common import nothing_found, strip_prefixes, to_float
+from hpcai.results.parsers.common import LogLines, SizeTable, nothing_found, to_float
+
+ROWS = ("rows",)
 
 _TITLE = re.compile(r"^# hpcai mpi4py Allreduce Test \((.+)\)")
 _RANKS = re.compile(r"^# ranks (\d+)")
@@ -25,12 +27,12 @@ _DONE = re.compile(r"^# mpi-allreduce: done, (\d+) ranks")
 _ROW = re.compile(r"^([0-9]+)\s+(.*)$")
 
 
-def parse(text: str) -> ParseResult:
+def parse(log: LogLines) -> ParseResult:
     cols: list[str] = []
-    rows: list[dict] = []
+    table = SizeTable()
     title = ranks = None
     done = False
-    for line in strip_prefixes(text):
+    for line in log:
         s = line.strip()
         if (m := _TITLE.match(s)):
             title = m.group(1)
@@ -43,15 +45,16 @@ def parse(text: str) -> ParseResult:
         elif cols and (m := _ROW.match(s)):
             values = [to_float(p) for p in m.group(2).split()]
             if len(values) == len(cols) and None not in values:
-                rows.append({"size": int(m.group(1)), **dict(zip(cols, values))})
+                table.add(int(m.group(1)), {"size": int(m.group(1)), **dict(zip(cols, values))})
+    rows = list(table.rows.values())
     if not rows or not {"BusBW(MB/s)", "Avg Latency(us)"} <= set(cols):
-        raise nothing_found("mpi-allreduce", "'# hpcai mpi4py Allreduce Test' size/latency/BusBW table", text)
+        raise nothing_found("mpi-allreduce", "'# hpcai mpi4py Allreduce Test' size/latency/BusBW table", log)
     big, small = max(rows, key=lambda r: r["size"]), min(rows, key=lambda r: r["size"])
     metrics = [
         Metric("busbw_max_size", big["BusBW(MB/s)"], "MB/s", HIGHER, headline=True),
         Metric("latency_min_size", small["Avg Latency(us)"], "us", LOWER),
     ]
-    warnings = [] if done else ["no '# mpi-allreduce: done' line: the log looks truncated"]
+    warnings = ([] if done else ["no '# mpi-allreduce: done' line: the log looks truncated"]) + table.warnings()
     return ParseResult("mpi-allreduce", metrics,
                        {"mpi": title, "ranks": ranks, "columns": cols, "rows": rows,
                         "max_size": big["size"], "min_size": small["size"]}, warnings)

@@ -5,7 +5,8 @@ The column names come from the header (`#  size  count  type  redop  root  time 
 `error` (max delta) stands where `#wrong` is; `-c 0` prints `N/A`; alltoall adds `copybw`.
 Metrics: `busbw_avg` (the printed `Avg bus bandwidth`, headline), `busbw_max_size` (out-of-place
 busbw at the largest size, as payloads/nccl-tests reads it in the image), `algbw_max_size`
-(likewise), `latency_min_size` (the shorter time at the smallest size).
+(likewise), `latency_min_size` (the shorter time at the smallest size). A log repeating the sweep
+keeps the last row of each size (common.SizeTable).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from __future__ import annotations
 import re
 
 from hpcai.results.metrics import HIGHER, LOWER, Metric, ParseResult
-from hpcai.results.parsers.common import FP, nothing_found, strip_prefixes, to_float
+from hpcai.results.parsers.common import FP, LogLines, SizeTable, nothing_found, to_float
+
+ROWS = ("rows",)
 
 _HEADER = re.compile(r"^#\s+size\s+count\s+type\b")
 _AVG = re.compile(rf"^#\s*Avg bus bandwidth\s*:\s*({FP})")
@@ -35,10 +38,9 @@ def _columns(header: str) -> list[str]:
     return names
 
 
-def _row(cols: list[str], line: str) -> dict | None:
-    parts = line.split()
-    if len(parts) < len(cols) or not (parts[0].isascii() and parts[0].isdigit()):
-        return None
+def _row(cols: list[str], parts: list[str]) -> dict:
+    """A table line's fields by column name (kept as split words until the end: most rows are
+    replaced by a later row of the same size before anyone reads them)."""
     row: dict = {}
     for name, text in zip(cols, parts):
         if name in ("type", "redop"):
@@ -55,34 +57,72 @@ def _out_of_place(row: dict, kind: str) -> float | None:
     return next((v for v in (row.get(f"oop_{kind}"), row.get(f"ip_{kind}")) if v is not None), None)
 
 
-def parse(text: str) -> ParseResult:
-    lines = strip_prefixes(text)
-    cols: list[str] | None = None
-    rows: list[dict] = []
-    avg = oob = version = test = None
-    oob_ok = None
-    for line in lines:
+class _Table:
+    """The size table as it is read: the header's columns, the last row of each size, and every size
+    where a row counted wrong values (in any repetition: a corrupt result is never hidden)."""
+
+    def __init__(self) -> None:
+        self.cols: list[str] | None = None
+        self._wrong_at: list[int] = []  # the #wrong columns' positions
+        self.sizes = SizeTable()
+        self.wrong: set[int] = set()
+
+    def header(self, line: str) -> None:
+        self.cols = _columns(line)
+        self._wrong_at = [i for i, c in enumerate(self.cols) if c in ("oop_wrong", "ip_wrong")]
+
+    def add(self, line: str) -> None:
+        """Read LINE when it is a complete row (a cut line is shorter than the header)."""
+        parts = line.split()
+        if len(parts) < len(self.cols) or not (parts[0].isascii() and parts[0].isdigit()):
+            return
+        size = int(parts[0])
+        if self.sizes.add(size, (self.cols, parts)):
+            for i in self._wrong_at:  # a plain loop: this runs for every row of a huge log
+                if parts[i] != "0" and (to_float(parts[i]) or 0) > 0:
+                    self.wrong.add(size)
+
+    def rows(self) -> list[dict]:
+        return [_row(cols, parts) for cols, parts in self.sizes.rows.values()]
+
+
+def _read(log: LogLines) -> tuple[_Table, dict]:
+    """One pass over the log: the table and the summary lines (Avg, out of bounds, version, test)."""
+    table = _Table()
+    found: dict = {"avg": None, "oob": None, "oob_ok": None, "version": None, "test": None}
+    for line in log:
         s = line.strip()
-        if _HEADER.match(s):
-            cols = _columns(s)
-        elif (m := _AVG.match(s)):
-            avg = float(m.group(1))
-        elif (m := _OOB.match(s)):
-            oob, oob_ok = int(m.group(1)), (m.group(2) or "").upper() == "OK"
-        elif (m := _VERSION.search(s)) and version is None:
-            version = m.group(1)
-        elif (m := _TEST.match(s)):
-            test = m.group(1)
-        elif cols and s and not s.startswith("#") and (row := _row(cols, s)):
-            rows.append(row)
+        if not s:
+            continue
+        if s[0] == "#":  # the header and summary lines are comments
+            if _HEADER.match(s):
+                table.header(s)
+            elif (m := _AVG.match(s)):
+                found["avg"] = float(m.group(1))
+            elif (m := _OOB.match(s)):
+                found["oob"], found["oob_ok"] = int(m.group(1)), (m.group(2) or "").upper() == "OK"
+            elif found["version"] is None and (m := _VERSION.search(s)):
+                found["version"] = m.group(1)
+            elif (m := _TEST.match(s)):
+                found["test"] = m.group(1)
+        elif found["version"] is None and " version" in s and (m := _VERSION.search(s)):
+            found["version"] = m.group(1)
+        elif table.cols:
+            table.add(s)
+    return table, found
+
+
+def parse(log: LogLines) -> ParseResult:
+    table, found = _read(log)
+    rows, avg, oob = table.rows(), found["avg"], found["oob"]
     if not rows and avg is None:
-        raise nothing_found("nccl-tests", "size/time/algbw/busbw table", text)
+        raise nothing_found("nccl-tests", "size/time/algbw/busbw table", log)
     warnings = []
     if rows and avg is None:
         warnings.append("no 'Avg bus bandwidth' line: the log looks truncated")
-    wrong = [r["size"] for r in rows for k in ("oop_wrong", "ip_wrong") if (r.get(k) or 0) > 0]
+    wrong = sorted(table.wrong)
     if wrong:
-        warnings.append(f"#wrong > 0 at sizes {sorted(set(wrong))}")
+        warnings.append(f"#wrong > 0 at sizes {wrong}")
     if oob:
         warnings.append(f"out of bounds values: {oob}")
     metrics = []
@@ -98,15 +138,16 @@ def parse(text: str) -> ParseResult:
         if times:
             metrics.append(Metric("latency_min_size", min(times), "us", LOWER))
     if not metrics:
-        raise nothing_found("nccl-tests", "busbw/algbw/time values in the size table", text)
+        raise nothing_found("nccl-tests", "busbw/algbw/time values in the size table", log)
+    warnings += table.sizes.warnings()
     details = {
-        "nccl_version": version,
-        "test": test,
-        "columns": cols,
+        "nccl_version": found["version"],
+        "test": found["test"],
+        "columns": table.cols,
         "rows": rows,
         "out_of_bounds": oob,
-        "out_of_bounds_ok": oob_ok,
-        "wrong_sizes": sorted(set(wrong)),
+        "out_of_bounds_ok": found["oob_ok"],
+        "wrong_sizes": wrong,
         "max_size": max((r["size"] for r in rows), default=None),
     }
     return ParseResult("nccl-tests", metrics, details, warnings)

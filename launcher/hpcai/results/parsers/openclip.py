@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 
 from hpcai.results.metrics import HIGHER, LOWER, Metric, ParseResult
-from hpcai.results.parsers.common import FP, nothing_found, strip_prefixes
+from hpcai.results.parsers.common import FP, AfterFirst, LogLines, Rows, nothing_found
+
+ROWS = ("steps",)
 
 _STEP = re.compile(
     rf"Train Epoch: (\d+) \[\s*(\d+)/(\d+) \((\d+)%\)\].*?Data \(t\): ({FP}) Batch \(t\): ({FP}),? ({FP})/s"
@@ -20,21 +22,25 @@ _STEP = re.compile(
 )
 
 
-def parse(text: str) -> ParseResult:
-    steps = []
-    for line in strip_prefixes(text):
+def parse(log: LogLines) -> ParseResult:
+    steps, timed = Rows(), AfterFirst()
+    for line in log:
         if (m := _STEP.search(line)):
             epoch, done, total, pct, data_t, batch_t, sps, spg = m.groups()
-            steps.append({"epoch": int(epoch), "samples": int(done), "of": int(total), "percent": int(pct),
-                          "data_t": float(data_t), "batch_t": float(batch_t), "samples_per_s": float(sps),
-                          "samples_per_s_per_gpu": float(spg) if spg else None})
-    if not steps:
-        raise nothing_found("openclip", "'Train Epoch: N [done/total (p%)] … Batch (t)' lines", text)
-    timed = steps[1:] or steps
-    metrics = [Metric("total_time_secs", sum(s["batch_t"] for s in timed), "s", LOWER, headline=True),
-               Metric("samples_per_s", sum(s["samples_per_s"] for s in timed) / len(timed), "samples/s", HIGHER)]
-    per_gpu = [s["samples_per_s_per_gpu"] for s in timed if s["samples_per_s_per_gpu"] is not None]
-    if per_gpu:
-        metrics.append(Metric("samples_per_s_per_gpu", sum(per_gpu) / len(per_gpu), "samples/s", HIGHER))
-    warnings = [] if steps[-1]["percent"] == 100 else [f"last step at {steps[-1]['percent']} %: log truncated or run stopped early"]
-    return ParseResult("openclip", metrics, {"steps": steps, "logged_steps": len(steps)}, warnings)
+            step = {"epoch": int(epoch), "samples": int(done), "of": int(total), "percent": int(pct),
+                    "data_t": float(data_t), "batch_t": float(batch_t), "samples_per_s": float(sps),
+                    "samples_per_s_per_gpu": float(spg) if spg else None}
+            steps.append(step)
+            timed.add({"batch_t": step["batch_t"], "samples_per_s": step["samples_per_s"],
+                       "per_gpu": step["samples_per_s_per_gpu"]})
+    kept = steps.list()
+    if not kept:
+        raise nothing_found("openclip", "'Train Epoch: N [done/total (p%)] … Batch (t)' lines", log)
+    last = kept[-1]["percent"]
+    warnings = [] if last == 100 else [f"last step at {last} %: log truncated or run stopped early"]
+    metrics = [Metric("total_time_secs", timed.sum("batch_t"), "s", LOWER, headline=True),
+               Metric("samples_per_s", timed.mean("samples_per_s"), "samples/s", HIGHER)]
+    if (per_gpu := timed.mean("per_gpu")) is not None:
+        metrics.append(Metric("samples_per_s_per_gpu", per_gpu, "samples/s", HIGHER))
+    return ParseResult("openclip", metrics, {"steps": kept, "logged_steps": steps.seen},
+                       warnings + steps.warnings("step lines"))

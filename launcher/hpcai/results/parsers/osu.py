@@ -3,7 +3,8 @@
 Columns are split on two or more spaces (`Avg Latency(us)`, `Bandwidth (MB/s)`, 7.x adds
 `P50 Tail Lat(us)` …, `-c` adds `Validation`). Headline: latency at 8 B (µs, lower is better)
 for latency tests, bandwidth at 4 MiB (MB/s, higher is better) for bandwidth tests; when that
-size is missing, the nearest size below it.
+size is missing, the nearest size below it. A log repeating the test keeps the last row of each
+size (common.SizeTable).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 import re
 
 from hpcai.results.metrics import HIGHER, LOWER, Metric, ParseResult
-from hpcai.results.parsers.common import nothing_found, strip_prefixes, to_float
+from hpcai.results.parsers.common import LogLines, SizeTable, nothing_found, to_float
+
+ROWS = ("rows",)
 
 _TITLE = re.compile(r"^# OSU (?P<title>.+?) Test(?: v(?P<ver>[\d.]+))?")
 _HEADER = re.compile(r"^# Size\s+(?P<cols>.+)$")
@@ -23,11 +26,12 @@ def _pick(rows: list[dict], target: int) -> dict:
     return max(below, key=lambda r: r["size"]) if below else min(rows, key=lambda r: r["size"])
 
 
-def parse(text: str) -> ParseResult:
+def parse(log: LogLines) -> ParseResult:
     title = version = None
     cols: list[str] = []
-    rows: list[dict] = []
-    for line in strip_prefixes(text):
+    table = SizeTable()
+    failed: list[int] = []  # validation failures in any repetition stay reported
+    for line in log:
         s = line.strip()
         if (m := _TITLE.match(s)):
             title, version = m.group("title"), m.group("ver")
@@ -38,10 +42,12 @@ def parse(text: str) -> ParseResult:
             row: dict = {"size": int(m.group(1))}
             for name, v in zip(cols, values):
                 row[name] = to_float(v) if to_float(v) is not None else v
-            if isinstance(row.get(cols[0]), float):
-                rows.append(row)
+            if isinstance(row.get(cols[0]), float) and table.add(row["size"], row):
+                if str(row.get("Validation", "")).lower() == "fail" and row["size"] not in failed:
+                    failed.append(row["size"])
+    rows = list(table.rows.values())
     if not rows:
-        raise nothing_found("osu", "'# OSU … Test' table with '# Size' rows", text)
+        raise nothing_found("osu", "'# OSU … Test' table with '# Size' rows", log)
     main = cols[0]
     is_bw = "bandwidth" in main.lower() or "MB/s" in main
     unit_m = re.search(r"\(([^)]+)\)", main)
@@ -52,6 +58,5 @@ def parse(text: str) -> ParseResult:
     peak = max(rows, key=lambda r: r[main]) if is_bw else min(rows, key=lambda r: r[main])
     metrics.append(Metric(f"{'bandwidth_peak' if is_bw else 'latency_min'}", peak[main], unit,
                           HIGHER if is_bw else LOWER))
-    failed = [r["size"] for r in rows if str(r.get("Validation", "")).lower() == "fail"]
-    warnings = [f"validation failed at sizes {failed}"] if failed else []
+    warnings = ([f"validation failed at sizes {failed}"] if failed else []) + table.warnings()
     return ParseResult("osu", metrics, {"title": title, "version": version, "columns": cols, "rows": rows}, warnings)
