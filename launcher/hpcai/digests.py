@@ -1,8 +1,11 @@
 """sha256 of image files (SIF, SquashFS) for plan.json, cached so a launch does not rehash GBs.
 
 The cache is one small JSON file, ${XDG_CACHE_HOME:-~/.cache}/hpcai/digests.json, keyed by the
-file's real path and valued with its size and mtime_ns: a rebuilt or replaced image changes one of
-them and is hashed again. A cache that cannot be read or written only costs the hash.
+file's real path and valued with its stat identity: size, mtime_ns, inode and ctime_ns. A rebuilt
+or replaced image changes one of them and is hashed again; size and mtime alone are not enough
+(a rewrite can keep both: `touch -r`, `cp -p`, a same-size edit within the clock's tick), but no
+user can set ctime, which every write changes (git's index trusts the same fields). A cache that
+cannot be read or written only costs the hash.
 """
 
 from __future__ import annotations
@@ -43,12 +46,14 @@ def image_sha256(path: str | os.PathLike) -> str:
     st = os.stat(real)
     cache = cache_file()
     entries = _load(cache)
+    identity = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ino": st.st_ino, "ctime_ns": st.st_ctime_ns}
     hit = entries.get(real)
-    if isinstance(hit, dict) and hit.get("size") == st.st_size and hit.get("mtime_ns") == st.st_mtime_ns:
-        return str(hit["digest"])
+    if isinstance(hit, dict) and all(hit.get(k) == v for k, v in identity.items()) \
+            and isinstance(hit.get("digest"), str):
+        return hit["digest"]
     digest = sha256_file(real)
     entries.pop(real, None)
-    entries[real] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "digest": digest}
+    entries[real] = {**identity, "digest": digest}
     for old in list(entries)[:-MAX_ENTRIES]:  # oldest first (dicts keep insertion order)
         del entries[old]
     try:

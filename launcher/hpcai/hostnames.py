@@ -14,11 +14,31 @@ from collections.abc import Callable
 DEFAULT_PORT = 29500
 
 
+def check_hostlist(nodelist: str) -> str | None:
+    """Why NODELIST is not a Slurm host list (`nid[001-004,010],login1`) or a file of host names
+    (srun -w takes a path with a '/'), or None when it is one."""
+    import re
+
+    if "/" in nodelist:
+        return None if nodelist.startswith("/") and nodelist.isprintable() else "a host file must be an absolute path"
+    if not re.fullmatch(r"[A-Za-z0-9_.\-\[\],]+", nodelist):
+        return "host names are letters, digits, '.', '_' and '-', with [a-b,c] ranges"
+    import hostlist
+
+    try:
+        hostlist.expand_hostlist(nodelist)
+    except (hostlist.BadHostlist, IndexError, ValueError) as exc:
+        return f"not a host list ({exc or 'unbalanced brackets'})"
+    return None
+
+
 def first_host(nodelist: str) -> str:
     """First host of a Slurm host list; only the first bracket group is expanded."""
     nodelist = nodelist.strip()
     if not nodelist:
         raise ValueError("empty host list")
+    if check_hostlist(nodelist):  # e.g. a damaged SLURM_JOB_NODELIST: no MASTER_ADDR from it
+        raise ValueError(f"malformed host list {nodelist!r}")
     if "[" not in nodelist:
         return nodelist.split(",", 1)[0]
     import hostlist  # lazy: only needed for bracketed lists

@@ -10,6 +10,7 @@ rank shim writes, because the test cluster (and many others) has no accounting d
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -18,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 from hpcai import record
@@ -52,10 +54,9 @@ def run_repeated(opts: LaunchOptions, repeat: int, echo: bool = False) -> list[P
     last, naming them); Ctrl-C or a cancelled run stops the rest."""
     from dataclasses import replace
 
-    from hpcai.errors import UsageError
+    from hpcai.plan import check_repeat
 
-    if repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    check_repeat(repeat)
     if repeat == 1:
         return [run_launch(opts, echo=echo)]
     each = replace(opts, output_dir=None, runs_root=opts.output_dir or opts.runs_root)
@@ -142,7 +143,9 @@ class _Signals:
 
     def __exit__(self, *exc) -> None:
         for sig, old in self._old.items():
-            signal.signal(sig, old)
+            # After a Ctrl-C the process is ending (a cancelled run stops repeats and sweeps too):
+            # a second or third one must not interrupt the report with a traceback.
+            signal.signal(sig, signal.SIG_IGN if self.received else old)
 
 
 def _stop(procs: list[subprocess.Popen], names: list[str], engine: str | None) -> None:
@@ -288,68 +291,123 @@ def _digest(plan: LaunchPlan) -> str | None:
     return None
 
 
-def _make_dir(run_dir: Path) -> None:
+def _start_record(run_dir: Path, plan: LaunchPlan, status: record.RunStatus) -> None:
+    """Claim the record's logs folder, set space aside for its final files and say "running";
+    a disk too full for that stops the launch before anything starts, leaving nothing behind."""
     record.claim_logs(run_dir)  # exit 2 when another run has written, or is writing, this record
+    try:
+        # the final plan.json and status.json are written aside before their old copies go
+        record.reserve_space(run_dir, 2 * len(json.dumps(plan.to_json(), indent=2, default=str))
+                             + 64 * len(plan.rank_argvs or [0]) + (64 << 10))
+        record.write_status(run_dir, status)
+    except OSError as exc:
+        record.abandon(run_dir)
+        raise HpcaiError(f"cannot write the run record in {run_dir}: {exc.strerror or exc}; "
+                         "nothing was started") from None
+
+
+class _Writes:
+    """The record files written after the ranks started: a failure (a full disk) is remembered and
+    reported in one line at the end, never raised while ranks are running."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.failed: dict[str, str] = {}
+
+    def json(self, name: str, data: object) -> None:
+        try:
+            record.write_json(self.run_dir / name, data)
+        except OSError as exc:
+            self.failed[name] = exc.strerror or str(exc)
+        else:
+            self.failed.pop(name, None)
+
+    def problem(self) -> str | None:
+        if not self.failed:
+            return None
+        what = ", ".join(self.failed)
+        return f"could not write {what} in {self.run_dir}: {'; '.join(sorted(set(self.failed.values())))}"
+
+
+def _finalize_metrics(run_dir: Path, writes: _Writes) -> None:
+    """Parse the logs into metrics.json; a parser or energy file that fails is the record's loss
+    (a warning), never the run's: its status is already written."""
+    from hpcai.results.records import finalize
+
+    try:
+        finalize(run_dir)
+    except OSError as exc:
+        writes.failed[record.METRICS] = exc.strerror or str(exc)
+    except Exception as exc:  # noqa: BLE001 - any parser fault: the run itself is recorded
+        sys.stderr.write(f"warning: {run_dir / record.METRICS} not written: {exc}\n")
 
 
 def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
     run_dir = Path(plan.run_dir)
-    _make_dir(run_dir)
+    status = record.RunStatus(state="running", started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    _start_record(run_dir, plan, status)
     logs = run_dir / record.LOGS
+    writes = _Writes(run_dir)
     data: dict = {}
     digest: dict[str, str | None] = {}
     hasher = threading.Thread(target=lambda: digest.setdefault("d", _digest(plan)), daemon=True)
 
     def write_plan() -> None:  # once the ranks are starting: this is not on their critical path
         data.update(plan.to_json(), image_digest=None)
-        record.write_json(run_dir / record.PLAN, data)
+        writes.json(record.PLAN, data)
         hasher.start()  # a SIF can be many GB: hash it while the ranks run
 
     started = time.time()
-    status = record.RunStatus(state="running", started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    record.write_status(run_dir, status)
     for w in plan.warnings:  # plain stderr: importing rich would cost every launch ~0.1 s
         sys.stderr.write(f"warning: {w}\n")
     srun_lines: list[str] = []
     rc = 0
+    state = "failed"
+    codes: dict[int, int] = {}
     done = threading.Event()
     follower = threading.Thread(target=_follow, args=(logs / "rank-0.out", done), daemon=True)
     if echo:  # rank 0's output, live, on stdout (every rank's is in logs/)
         follower.start()
-    try:
-        with _Signals() as sig:
+    # Signals stay caught until the final status is written: a second or third Ctrl-C while the
+    # record is being finished must not leave it half-written (or print a traceback).
+    with _Signals() as sig:
+        try:
             if plan.backend == "local":
                 codes, state = _run_local(plan, logs, sig, write_plan)
             else:
                 codes, state, srun_lines, rc = _run_step(plan, logs, sig, write_plan)
-    finally:
-        if not data:  # nothing started: the record still says what was meant to run
-            write_plan()
-    wall = round(time.time() - started, 3)
-    done.set()
-    if echo:
-        follower.join(timeout=10)
-    failed = failed_ranks(srun_lines, codes) if state == "failed" else {}
-    exit_code = 0 if state == "completed" else (130 if state == "cancelled" else
-                                                 next((c for c in failed.values() if c), rc or 1))
-    status = record.RunStatus(
-        state=state, exit_code=exit_code, failed_ranks=list(failed), wall_s=wall,
-        steps=[{"name": plan.backend, "exit_code": exit_code, "wall_s": wall,
-                "rank_exit_codes": {str(r): c for r, c in sorted(codes.items())}}],
-        started=status.started, ended=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        message=_message(state, failed, run_dir, rc, srun_lines))
-    hasher.join(timeout=60)
-    data["image_digest"] = digest.get("d")
-    record.write_json(run_dir / record.PLAN, data)
-    record.write_status(run_dir, status)
-    if plan.payload != "cmd":  # a raw command has no parser to run
-        try:
-            from hpcai.results.records import finalize
-        except ImportError:
-            pass
-        else:
-            finalize(run_dir)
+        except (HpcaiError, OSError) as exc:  # a rank or srun could not be started: recorded
+            srun_lines.append(f"error: {exc}")
+            rc = 1
+        finally:
+            if not data:  # nothing started: the record still says what was meant to run
+                write_plan()
+        wall = round(time.time() - started, 3)
+        done.set()
+        if echo:
+            follower.join(timeout=10)
+        failed = failed_ranks(srun_lines, codes) if state == "failed" else {}
+        exit_code = 0 if state == "completed" else (130 if state == "cancelled" else
+                                                     next((c for c in failed.values() if c), rc or 1))
+        status = record.RunStatus(
+            state=state, exit_code=exit_code, failed_ranks=list(failed), wall_s=wall,
+            steps=[{"name": plan.backend, "exit_code": exit_code, "wall_s": wall,
+                    "rank_exit_codes": {str(r): c for r, c in sorted(codes.items())}}],
+            started=status.started, ended=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            message=_message(state, failed, run_dir, rc, srun_lines))
+        deadline = time.monotonic() + 60
+        while hasher.is_alive() and time.monotonic() < deadline and sig.received is None:
+            hasher.join(timeout=0.2)  # Ctrl-C does not wait for a GB-sized hash
+        data["image_digest"] = digest.get("d")
+        record.release_space(run_dir)  # the final files take the space set aside for them
+        writes.json(record.STATUS, asdict(status))
+        writes.json(record.PLAN, data)
+        if plan.payload != "cmd":  # a raw command has no parser to run
+            _finalize_metrics(run_dir, writes)
     sys.stderr.write(f"run record: {run_dir}\n")
+    problem = writes.problem()
+    if problem:
+        raise LaunchFailed(f"the run {state}, but {problem}", run_dir, 130 if state == "cancelled" else 1)
     if check and state != "completed":
         raise LaunchFailed(status.message, run_dir, 130 if state == "cancelled" else 1)
     return run_dir

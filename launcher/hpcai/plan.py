@@ -16,10 +16,11 @@ from typing import Any, NamedTuple
 
 from hpcai import record
 from hpcai.backends import Geometry, backend_prefix
-from hpcai.errors import HpcaiError, UsageError, has_control, unknown
+from hpcai.errors import HpcaiError, UsageError, has_control, one_line, unknown
 from hpcai.gpu import choose_gpu
 from hpcai.pmi import choose_pmi
-from hpcai.site import BACKENDS, MPI_TYPES, Host, SiteProfile, resolve_site, site_binds
+from hpcai.site import (BACKENDS, ENV_NAME, MPI_TYPES, Host, SiteProfile, bind_ok, resolve_site, site_binds,
+                        split_bind)
 
 
 DATA_MOUNT = "/data"  # where --data appears inside the container (HPCAI_DATA)
@@ -123,14 +124,11 @@ class LaunchPlan:
         }
 
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def parse_env(items: tuple[str, ...], host_env: dict[str, str]) -> dict[str, str]:
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
-        if not _ENV_NAME.fullmatch(name):
+        if not ENV_NAME.fullmatch(name):
             raise UsageError(f"--env {item!r}: expected KEY=VALUE or KEY with KEY a variable name")
         if not sep:
             if name not in host_env:
@@ -146,13 +144,10 @@ def parse_binds(items: tuple[str, ...]) -> list[tuple[str, str]]:
     out = []
     for item in items:
         for one in item.split(","):
-            src, _, dst = one.partition(":")
-            dst = dst or src
-            # Apptainer splits --bind on ',' and ':'; docker -v on ':'. Such paths cannot be bound.
-            if not src or ":" in dst or not src.startswith("/") or not dst.startswith("/"):
+            if not bind_ok(one):
                 raise UsageError(f"--bind {item!r}: expected /SRC[:/DST][,/SRC[:/DST]…] with absolute paths "
                                  "and no ':' inside a path")
-            out.append((src, dst))
+            out.append(split_bind(one))
     return out
 
 
@@ -182,7 +177,7 @@ def parse_vars(args: tuple[str, ...]) -> dict[str, str]:
     out = {}
     for arg in args:
         name, sep, value = arg.partition("=")
-        if not sep or not _ENV_NAME.fullmatch(name):
+        if not sep or not ENV_NAME.fullmatch(name):
             raise UsageError(f"payload argument {arg!r}: expected var=value (or use --cmd for a raw command)")
         out[name] = value
     return out
@@ -278,11 +273,39 @@ def _positive(name: str, value: int | None) -> None:
         raise UsageError(f"{name} must be between {low} and {_LIMITS[name]}, got {value}")
 
 
+# Slurm's --time formats (sbatch(1)): minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+_TIME = re.compile(r"\d+(:\d+){0,2}|\d+-\d+(:\d+){0,2}|(?i:infinite|unlimited)")
+
+
+def check_repeat(repeat: int) -> None:
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+
+
+def _scheduler_values(opts: LaunchOptions) -> None:
+    """The values srun, sbatch and the record take as one word each: refused here, for launch,
+    submit and sweep alike, before anything is planned or written."""
+    from hpcai import hostnames
+
+    for flag, value in (("--partition", opts.partition), ("--account", opts.account), ("--time", opts.time),
+                        ("--nodelist", opts.nodelist), ("--image", opts.image)):
+        one_line(flag, value)
+    if opts.time and not _TIME.fullmatch(opts.time):
+        raise UsageError(f"--time {opts.time!r}: expected minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, "
+                         "D-HH:MM:SS or UNLIMITED (as sbatch takes it)")
+    why = hostnames.check_hostlist(opts.nodelist) if opts.nodelist else None
+    if why:
+        raise UsageError(f"--nodelist {opts.nodelist!r}: {why}")
+    if not opts.image.strip():
+        raise UsageError("--image is empty: give a SIF or SquashFS file, an image folder or an image name")
+
+
 def _geometry(opts: LaunchOptions, site: SiteProfile, backend: str, env: dict[str, str],
               log_dir: str, profile_srun_args: tuple[str, ...] = ()) -> Geometry:
     for name, value in (("--nodes", opts.nodes), ("--ntasks-per-node", opts.ntasks_per_node),
                         ("--gpus-per-node", opts.gpus_per_node), ("--cpus-per-task", opts.cpus_per_task)):
         _positive(name, value)
+    _scheduler_values(opts)
     gpus = site.gpus_per_node if opts.gpus_per_node is None else opts.gpus_per_node
     tasks = opts.ntasks_per_node or (gpus or 1)
     if opts.per_gpu:
@@ -446,7 +469,10 @@ def _plan_step(plan: LaunchPlan, spec: Any, runtime: Any, site: SiteProfile, hos
     nodelist = opts.nodelist or (env_now.get("SLURM_JOB_NODELIST", "")
                                  if str(opts.nodes) == env_now.get("SLURM_JOB_NUM_NODES") else "")
     if nodelist and not g.per_gpu and not nodelist.startswith("/"):
-        plan.master_addr, warn = hostnames.master_addr(nodelist, site.master_addr_suffix, host.resolve)
+        try:
+            plan.master_addr, warn = hostnames.master_addr(nodelist, site.master_addr_suffix, host.resolve)
+        except ValueError as exc:  # SLURM_JOB_NODELIST damaged: the entrypoint finds the address itself
+            warn = f"{exc}: MASTER_ADDR is left to the entrypoint"
         plan.warnings += [warn] if warn else []
     if plan.job_id or site.master_port:
         plan.master_port = hostnames.master_port(plan.job_id, site.master_port)

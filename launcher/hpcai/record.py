@@ -11,7 +11,9 @@ Layout of `runs/<YYYYmmdd-HHMMSS>-<payload>[-<jobid>]/` (or `--output-dir`):
 A record's folder name is claimed with an exclusive mkdir when its launch is planned (runs started
 together each get their own), and its logs folder by exactly one run (claim_logs), so two runs
 never share a record; each JSON file is written aside and renamed into place, so a reader never
-sees half a file.
+sees half a file. A full disk cannot leave a record saying "running" for ever: when the run
+starts, its record sets space aside (`.reserve`, sized to hold the final plan and status), freed
+just before the final files are written.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ STATUS = "status.json"
 METRICS = "metrics.json"
 LOGS = "logs"
 ENERGY = "energy"
+RESERVE = ".reserve"
 
 
 @dataclass
@@ -84,13 +87,42 @@ def claim_logs(run_dir: Path) -> None:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Atomic JSON write: a private temporary file (0600) in the same folder, then rename."""
+    """Atomic JSON write: a private temporary file (0600) in the same folder, then rename. On any
+    failure (a full disk) the temporary file is removed and the old file, if any, stays whole."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def reserve_space(run_dir: Path, size: int) -> None:
+    """Set SIZE bytes aside in the record (written, not sparse, so the blocks are really taken)."""
+    block = bytes(min(size, 1 << 16))
+    fd = os.open(run_dir / RESERVE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+    with os.fdopen(fd, "wb") as fh:
+        for _ in range(0, size, len(block)):
+            fh.write(block)
+
+
+def release_space(run_dir: Path) -> None:
+    (run_dir / RESERVE).unlink(missing_ok=True)
+
+
+def abandon(run_dir: Path) -> None:
+    """Remove a record that could not be started (nothing ran): only the files hpcai writes."""
+    for name in (RESERVE, STATUS, PLAN):
+        (run_dir / name).unlink(missing_ok=True)
+    for path in (run_dir / LOGS, run_dir):
+        try:
+            path.rmdir()
+        except OSError:  # not empty: something else is there, keep it
+            pass
 
 
 def read_json(path: Path) -> Any:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from hpcai.errors import UsageError, unknown
+from hpcai.errors import UsageError, has_control, unknown
 from hpcai.resources import package_file
 
 BACKENDS = ("srun", "mpiexec", "local")
@@ -67,7 +67,34 @@ class SiteProfile:
     account: str = ""
 
 
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+BIND_SHAPE = "/SRC[:/DST] with absolute paths and no ':' or ',' inside a path"
+
+
+def bind_ok(spec: str) -> bool:
+    """One bind, /SRC[:/DST]. Apptainer splits --bind on ',' and ':', docker -v on ':': a path
+    holding either cannot be bound; a relative one would mean a different folder on each node."""
+    src, _, dst = spec.partition(":")
+    dst = dst or src
+    return (src.startswith("/") and dst.startswith("/") and ":" not in dst and "," not in spec
+            and not has_control(spec))
+
+
 _SCHEMA = {f.name: f for f in fields(SiteProfile) if f.name not in ("name", "source")}
+# The shape of the values the launch writes into argv, binds and generated scripts, checked when
+# the site is read so a shared site file cannot smuggle a second command or a relative bind in.
+_SHAPES: dict[str, tuple[Any, str]] = {
+    "binds": (bind_ok, BIND_SHAPE),
+    "optional_binds": (bind_ok, BIND_SHAPE),
+    "libfabric_dest": (lambda v: ":" not in v and bind_ok(v), "an absolute path without ':' or ','"),
+    "libfabric": (lambda v: not v or (":" not in v and bind_ok(v)), "an absolute path or glob"),
+    "pass_env": (re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?").fullmatch, "a variable name, optionally ending in *"),
+    "master_addr_suffix": (re.compile(r"[A-Za-z0-9.-]*").fullmatch, "host name characters"),
+    "gpus_per_node": (lambda v: 0 <= v <= 64, "between 0 and 64"),
+    "cpus_per_node": (lambda v: 0 <= v <= 4096, "between 0 and 4096"),
+    "master_port": (lambda v: 0 <= v <= 65535, "a port between 1 and 65535, or 0 (from the job id)"),
+}
+_MULTILINE = ("description",)  # shown, never written into a command or script
 _CHOICES = {"backend": BACKENDS, "runtime": RUNTIMES, "gpu": GPU_KINDS,
             "mpi": ("",) + MPI_TYPES, "mpi_types": MPI_TYPES, "apptainer_command": ("exec", "run")}
 
@@ -92,10 +119,21 @@ def _coerce(path: str, key: str, value: Any) -> Any:
         ok = isinstance(value, str)
     if not ok:
         raise UsageError(f"{path}: key {key!r} must be {type(want).__name__}, got {value!r}")
-    for one in value if isinstance(value, tuple) else (value,):
+    items = value if isinstance(value, tuple) else (value,)
+    if isinstance(value, dict):
+        items = tuple(value.values())
+        bad = next((k for k in value if not ENV_NAME.fullmatch(k)), None)
+        if bad is not None:
+            raise UsageError(f"{path}: {key} key {bad!r} is not a variable name")
+    for one in items:
         if key in _CHOICES and one not in _CHOICES[key]:
             shown = ", ".join(c or '""' for c in _CHOICES[key])
             raise UsageError(f"{path}: {key} {one!r} is not one of: {shown}")
+        if isinstance(one, str) and key not in _MULTILINE and has_control(one):
+            raise UsageError(f"{path}: {key} {one!r} holds a control character (a line break, tab or "
+                             "escape); a site value is one line")
+        if key in _SHAPES and not _SHAPES[key][0](one):
+            raise UsageError(f"{path}: {key} {one!r}: expected {_SHAPES[key][1]}")
     return value
 
 
@@ -146,15 +184,28 @@ def load_site(name: str) -> SiteProfile:
     path = site_files().get(name)
     if path is None:
         raise unknown("site", name, available_sites())
-    return parse_site(name, path.read_text(), str(path))
+    try:
+        text = path.read_bytes().decode()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not a text file (bytes that are not UTF-8)") from None
+    return parse_site(name, text, str(path))
 
 
 def detect_site(host: Host | None = None) -> str:
-    """First site (alphabetical) whose hostnames regex matches; else generic-slurm or local."""
+    """First site (alphabetical) whose hostnames regex matches; else generic-slurm or local.
+    A broken site file is skipped with a warning: one user's bad file in a shared search path
+    must not stop every launch (asking for it by name still gives its error)."""
     host = host or Host()
     names = {host.hostname(), host.fqdn()}
     for name in available_sites():
-        for pattern in load_site(name).hostnames:
+        try:
+            patterns = load_site(name).hostnames
+        except UsageError as exc:
+            sys.stderr.write(f"warning: site {name} skipped in detection: {exc}\n")
+            continue
+        for pattern in patterns:
             if any(re.search(pattern, n) for n in names if n):
                 return name
     return "generic-slurm" if host.which("srun") else "local"

@@ -132,3 +132,47 @@ def test_finalize_adds_energy_to_run_metrics(tmp_path):
     assert result.get("joules_per_img").value == pytest.approx(1.0)
     saved = json.loads((tmp_path / "metrics.json").read_text())
     assert {m["name"] for m in saved["metrics"]} >= {"energy_wh", "avg_power_w", "joules_per_img"}
+
+
+# issue 12: a malformed power CSV ended in a ValueError traceback after a successful run. Now the
+# damaged file is named (line, column) and left out; the run's metrics and the other nodes' stay.
+DAMAGED_CSV = {
+    "not a number": ",timestamps,pynvml:0\n0,10.0,50.0\n1,11.0,abc\n",
+    "nan": ",timestamps,pynvml:0\n0,10.0,50.0\n1,nan,150.0\n",
+    "inf": ",timestamps,pynvml:0\n0,10.0,inf\n1,11.0,150.0\n",
+    "no timestamps": ",time,pynvml:0\n0,10.0,50.0\n",
+    "empty": "",
+    "not utf-8": b",timestamps,pynvml:0\n0,10.0,\xff\xfe\n",
+    "nul byte": ",timestamps,pynvml:0\n0,10.0,5\x000\n",
+}
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("kind", DAMAGED_CSV)
+def test_damaged_power_csv_is_named_and_skipped_the_run_keeps_its_metrics(tmp_path, kind):
+    import json
+
+    from hpcai.results.records import finalize
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "plan.json").write_text(json.dumps({"payload": "hvd-synthetic", "nodes": 2}))
+    (tmp_path / "logs" / "rank-0.out").write_text("Total img/sec on 4 GPU(s): 310.0 +-1.0\n")
+    for node in ("nid001", "nid002"):
+        (tmp_path / "energy" / node).mkdir(parents=True)
+    (tmp_path / "energy" / "nid001" / "power.nid001.1.csv").write_text((LOGS / "jpwr_power.csv").read_text())
+    bad = tmp_path / "energy" / "nid002" / "power.nid002.1.csv"
+    data = DAMAGED_CSV[kind]
+    bad.write_bytes(data if isinstance(data, bytes) else data.encode())
+    result = finalize(tmp_path)
+    assert result.headline.value == pytest.approx(310.0)
+    energy_details = result.details["energy"]
+    assert list(energy_details["skipped"]) == ["nid002/power.nid002.1.csv"]
+    assert energy_details["skipped"]["nid002/power.nid002.1.csv"].startswith("power.nid002.1.csv: ")
+    assert list(energy_details["files"]) == ["nid001/power.nid001.1.csv"]  # the good node still counts
+
+
+def test_every_power_csv_damaged_gives_no_energy_figure(tmp_path):
+    (tmp_path / "power.csv").write_text(",timestamps,pynvml:0\n0,10.0,x\n")
+    result = ParseResult("hf-trainer", [Metric("train_samples_per_second", 31.0, "samples/s", HIGHER, True)])
+    energy.add_to_result(tmp_path, result)
+    assert result.get("energy_wh") is None and "line 2, column 'pynvml:0'" in str(result.details["energy"])

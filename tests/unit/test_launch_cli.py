@@ -92,7 +92,7 @@ def test_submit_no_submit_writes_script(hpcai, tmp_path):
     script = tmp_path / "r" / "submit.sbatch"
     assert res.stdout.strip() == str(script) and "#SBATCH --nodes=2" in script.read_text()
     local = hpcai("submit", "--no-submit", "--site", "local", "--image", "x", "-o", str(tmp_path / "l"), "sanity")
-    assert local.exit_code == 1 and "needs a Slurm site" in local.stderr
+    assert local.exit_code == 2 and "needs a Slurm site" in local.stderr
 
 
 def test_sites_and_doctor(hpcai):
@@ -220,7 +220,7 @@ def test_no_value_breaks_out_of_a_batch_script_line(hpcai, tmp_path, monkeypatch
     res = hpcai("submit", "--no-submit", "--site", "generic-slurm", "--image", "x.sif", "-o", str(run), *args, "sanity")
     assert res.exit_code == 2 and not run.exists()  # nothing written
     line = res.stderr.strip()
-    assert "\n" not in line and line.startswith(f"error: {what} ") and "cannot hold control characters" in line
+    assert "\n" not in line and line.startswith(f"error: {what} ") and "control characters (newline, tab, escape) cannot be part of it" in line
 
 
 def test_a_newline_in_the_output_dir_or_a_site_option_is_refused(hpcai, tmp_path, site_path, monkeypatch):
@@ -229,5 +229,6 @@ def test_a_newline_in_the_output_dir_or_a_site_option_is_refused(hpcai, tmp_path
     assert res.exit_code == 2 and res.stderr.startswith("error: --output-dir ")
     monkeypatch.setenv("HPCAI_SITE_PATH", site_path("shared", 'backend = "srun"\nsbatch_options = ["--qos=x\\nid"]\n'))
     res = hpcai("submit", "--no-submit", "--site", "shared", "--image", "x.sif", "-o", str(tmp_path / "s"), "sanity")
-    assert res.exit_code == 2 and res.stderr.startswith("error: sbatch_options entry '--qos=x\\nid'")
+    assert res.exit_code == 2 and res.stderr.startswith("error: ") and (
+        "shared.toml: sbatch_options '--qos=x\\nid' holds a control character" in res.stderr)  # the file and key
     assert not (tmp_path / "s").exists()

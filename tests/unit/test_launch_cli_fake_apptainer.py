@@ -79,6 +79,7 @@ SHAPED_SECRETS = {"DATABASE_URL": "postgres://app:Pw0rd-db@db.example/prod", "SM
                   "AZURE_STORAGE_CONNECTION_STRING": "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=azk3y=="}
 
 
+@pytest.mark.hostile
 def test_secrets_by_name_and_shape_never_in_argv_files_or_output(hpcai_exe, fake, tmp_path):
     """Issue 12: URL user-info, *_PASS, connection strings; --password V in --cmd. The values reach
     the ranks (through the environment) and nothing hpcai writes or prints."""
@@ -124,33 +125,41 @@ def test_sigterm_ends_every_rank(hpcai_exe, fake, tmp_path):
     assert json.loads((run_dir / "status.json").read_text())["state"] == "cancelled"
 
 
+@pytest.mark.hostile
 def test_rank_that_cannot_start_is_reported(hpcai_exe, fake, tmp_path):
     image, env = fake
     res = run(hpcai_exe, env, image, tmp_path / "r", "--no-entrypoint", "--cmd", "--", "/no/such/binary")
     assert res.returncode == 1 and "rank 0 (exit code" in res.stderr
 
 
+N_TOGETHER = 30  # the issue's figure
+
+
+@pytest.mark.hostile
 def test_launches_started_together_never_share_a_record(hpcai_exe, fake, tmp_path):
     """issue 12: 30 launches started at once from one folder made 17 records, some holding another
-    run's plan. Each must get its own folder, the one it names, holding its own run."""
+    run's plan. Each must get its own folder, the one it names, holding its own complete run."""
     image, env = fake
     work = tmp_path / "work"
     work.mkdir()
     procs = [subprocess.Popen([*hpcai_exe, "launch", "--site", "local", "--runtime", "apptainer", "--image",
                                str(image), "--no-entrypoint", "--cmd", "--", "echo", f"run-{i}"],
                               env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i in range(16)]
+             for i in range(N_TOGETHER)]
     named = {}
     for i, proc in enumerate(procs):
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
         named[i] = Path(err.rsplit("run record: ", 1)[1].split()[0])
-    assert len(set(named.values())) == 16 and len(list((work / "runs").iterdir())) == 16
+    assert len(set(named.values())) == N_TOGETHER and len(list((work / "runs").iterdir())) == N_TOGETHER
     for i, run_dir in named.items():
         assert (run_dir / "logs" / "rank-0.out").read_text() == f"run-{i}\n"
         assert json.loads((run_dir / "plan.json").read_text())["command"][-1] == f"run-{i}"
+        assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
+        assert sorted(p.name for p in run_dir.iterdir()) == ["logs", "plan.json", "status.json"]
 
 
+@pytest.mark.hostile
 def test_two_runs_given_one_output_dir_at_once_never_share_it(hpcai_exe, fake, tmp_path):
     image, env = fake
     run_dir = tmp_path / "shared"
@@ -164,3 +173,81 @@ def test_two_runs_given_one_output_dir_at_once_never_share_it(hpcai_exe, fake, t
     # one line either way: the record is already written (plan.json) or still being written (logs/)
     assert "\n" not in refused and f"{run_dir} already holds" in refused
     assert refused.endswith(("a run never overwrites another", "a run never shares a record"))
+
+
+# --- faults: a full disk, repeated Ctrl-C --------------------------------------------------------
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs (root only: CI runs as root), and a way to fill it to the last block."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+FILL = "dd if=/dev/zero of={mnt}/fill bs=4k 2>/dev/null; true"  # dd ends with ENOSPC
+
+
+@pytest.mark.hostile
+def test_full_disk_before_the_run_starts_nothing(hpcai_exe, fake, tmp_path, small_disk):
+    image, env = fake
+    subprocess.run(["sh", "-c", FILL.format(mnt=small_disk)], check=False)
+    res = run(hpcai_exe, env, image, small_disk / "r", "--no-entrypoint", "--cmd", "--",
+              "touch", str(tmp_path / "ran"))
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == [
+        f"error: cannot write the run record in {small_disk / 'r'}: No space left on device; nothing was started"]
+    assert not (tmp_path / "ran").exists() and sorted(p.name for p in small_disk.iterdir()) == ["fill"]
+
+
+@pytest.mark.hostile
+def test_disk_filled_by_the_run_still_gets_its_final_status(hpcai_exe, fake, tmp_path, small_disk):
+    image, env = fake
+    res = run(hpcai_exe, env, image, small_disk / "r", "--no-entrypoint", "--cmd", "--",
+              "sh", "-c", FILL.format(mnt=small_disk))
+    assert res.returncode == 0, res.stderr
+    run_dir = small_disk / "r"
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
+    assert json.loads((run_dir / "plan.json").read_text())["image_digest"].startswith("sha256:")
+    assert sorted(p.name for p in run_dir.iterdir()) == ["logs", "plan.json", "status.json"]  # no temp files
+
+
+@pytest.mark.hostile
+def test_record_that_cannot_be_finished_says_so_in_one_line(hpcai_exe, fake, tmp_path, small_disk):
+    """The run also takes the space set aside for its record: the final files cannot be written;
+    the launch says which, in one line, exit 1, and leaves no temporary files."""
+    image, env = fake
+    run_dir = small_disk / "r"
+    res = run(hpcai_exe, env, image, run_dir, "--no-entrypoint", "--cmd", "--",
+              "sh", "-c", f"rm {run_dir}/.reserve; {FILL.format(mnt=small_disk)}")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines()[-1] == (
+        f"error: the run completed, but could not write status.json, plan.json in {run_dir}: "
+        "No space left on device")
+    assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("signals", [1, 3])
+def test_ctrl_c_once_or_thrice_ends_with_a_final_status(hpcai_exe, fake, tmp_path, signals):
+    image, env = fake
+    run_dir = tmp_path / "r"
+    argv = [*hpcai_exe, "launch", "--site", "local", "--runtime", "apptainer", "--image", str(image),
+            "-o", str(run_dir), "--ntasks-per-node", "2", "--no-entrypoint", "--cmd", "--",
+            "sh", "-c", "trap '' INT; echo up > $0.$RANK; sleep 2", str(tmp_path / "up")]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while len(list(tmp_path.glob("up.*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for _ in range(signals):  # the ranks ignore SIGINT: hpcai's SIGTERM to them is what ends them
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert [ln for ln in err.splitlines() if ln.startswith("error:")] == [
+        f"error: cancelled; logs in {run_dir / 'logs'}"]
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "cancelled"

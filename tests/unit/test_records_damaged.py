@@ -12,6 +12,8 @@ import stat
 import pytest
 from test_compare import hvd_log, make_run
 
+pytestmark = pytest.mark.hostile  # issue 12's corpus
+
 DAMAGE = {
     "plan cut in half": ("plan.json", lambda text: text[: len(text) // 2]),
     "plan is a list": ("plan.json", lambda text: "[]"),

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from hpcai.redact import REDACTED, holds_secret, redact_argv, redact_env
+
+pytestmark = pytest.mark.hostile  # issue 12's corpus
 
 
 def test_redact_helpers():

@@ -161,8 +161,8 @@ def test_cli_sweep_submit_calls_sbatch_per_point(tmp_path, hpcai, monkeypatch):
 def test_cli_sweep_submit_needs_slurm_site(tmp_path, hpcai):
     r = hpcai("sweep", "--no-submit", "--nodes", "1", "--site", "local", "--runtime", "docker",
               "--image", "img:1", "-o", str(tmp_path / "sw"), "mpi-allreduce")
-    assert r.exit_code == 1 and "needs a Slurm site" in r.stderr and "local backend" in r.stderr
-    assert list((tmp_path / "sw").iterdir()) == []  # no half-written series
+    assert r.exit_code == 2 and "needs a Slurm site" in r.stderr and "local backend" in r.stderr
+    assert not (tmp_path / "sw").exists()  # no half-written series: the folder it made is gone
 
 
 def test_cli_sweep_takes_the_launch_options_each_point_needs(tmp_path, hpcai, monkeypatch):
@@ -210,5 +210,31 @@ def test_sweep_submit_refuses_a_value_no_script_can_hold_before_writing_anything
     sw = tmp_path / "sw"
     r = hpcai("sweep", "--no-submit", "--nodes", "1,2", "--site", "generic-slurm", "--image", "img.sif",
               "--partition", "gpu\nid", "-o", str(sw), "sanity")
-    assert r.exit_code == 2 and r.stderr.startswith("error: --partition 'gpu\\nid': a batch script cannot hold")
-    assert not any(sw.iterdir())  # no reserved record folders left behind
+    assert r.exit_code == 2 and r.stderr.startswith("error: --partition 'gpu\\nid': control characters")
+    assert not sw.exists()  # no reserved record folders, no sweep folder left behind
+
+
+@pytest.mark.hostile
+def test_a_sweep_folder_is_never_reused(tmp_path, hpcai_exe):
+    """issue 12: re-using a sweep folder overwrote sweep.json. The second sweep into it is refused
+    in one line and the first one's list of runs is kept byte for byte."""
+    import subprocess
+
+    argv = [*hpcai_exe, "sweep", "--no-submit", "--nodes", "1", "--site", "generic-slurm", "--image", "img.sif",
+            "-o", str(tmp_path / "sw"), "sanity"]
+    assert subprocess.run(argv, capture_output=True, text=True).returncode == 0
+    before = (tmp_path / "sw" / "sweep.json").read_bytes()
+    res = subprocess.run(argv, capture_output=True, text=True)
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'sw'} already holds a sweep (sweep.json); a sweep never overwrites another: "
+        "choose a new --output-dir"]
+    assert (tmp_path / "sw" / "sweep.json").read_bytes() == before
+    assert len([p for p in (tmp_path / "sw").iterdir() if p.is_dir()]) == 1  # no second point reserved
+
+
+def test_default_sweep_folders_of_one_second_are_distinct(tmp_path):
+    first = sweep.claim(tmp_path / "sweep-x", "osu", unique=True)
+    second = sweep.claim(tmp_path / "sweep-x", "osu", unique=True)
+    assert (first.name, second.name) == ("sweep-x", "sweep-x.2")
+    assert json.loads((second / "sweep.json").read_text()) == {
+        "payload": "osu", "created": json.loads((second / "sweep.json").read_text())["created"], "runs": []}

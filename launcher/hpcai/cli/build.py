@@ -160,9 +160,11 @@ def inspect_cmd(
     from rich.table import Table
 
     from hpcai import build
-    from hpcai.console import out
+    from hpcai.console import cell, out, plain
     from hpcai.errors import UsageError
 
+    if not image.strip():
+        raise UsageError("inspect needs an image reference (a tag such as hpcai/pytorch-cpu:… or an id)")
     build.check_engine("docker")
     import docker
 
@@ -170,13 +172,15 @@ def inspect_cmd(
         labels = docker.from_env().images.get(image).labels or {}
     except docker.errors.ImageNotFound:
         raise UsageError(f"no image {image!r} in the local Docker engine; build it with `hpcai build`") from None
+    except docker.errors.DockerException as exc:  # a malformed reference, an engine error
+        raise UsageError(f"inspect {image!r}: {plain(exc)}") from None
     if as_json:
         out.print(json.dumps(labels, indent=2, sort_keys=True), markup=False)
         return
-    table = Table("label", "value", title=image)
+    table = Table("label", "value", title=plain(image))  # labels are the image author's text
     for k in sorted(labels):
         if k.startswith(("hpcai.", "org.opencontainers.")):
-            table.add_row(k, labels[k])
+            table.add_row(cell(k), cell(labels[k]))
     out.print(table)
 
 

@@ -20,11 +20,32 @@ if TYPE_CHECKING:
 PANEL = "Launch"
 
 
-def _options(image: str, words: list[str], cmd: bool, **kw) -> "LaunchOptions":  # noqa: F821
+# The command line as given, set by hpcai.cli.main before typer parses it: click merges the words
+# before and after `--` into one list, and `launch sanity --cmd -- true` must not quietly become
+# the command `sanity true`.
+RAW_ARGS: list[str] = []
+
+
+def _before_dashes(words: list[str], raw: list[str]) -> list[str]:
+    """The positional words given before `--` (none when there is no `--`): click keeps the order,
+    so they are the words not after it."""
+    if "--" not in raw:
+        return []
+    after = raw[raw.index("--") + 1:]
+    return words[:len(words) - len(after)]
+
+
+def _options(image: str, words: list[str], cmd: bool, before: list[str] | None = None,
+             **kw) -> "LaunchOptions":  # noqa: F821
+    """before: the positional words before `--` (default: from RAW_ARGS)."""
     from hpcai.errors import UsageError
     from hpcai.plan import LaunchOptions
 
     if cmd:
+        stray = _before_dashes(words, RAW_ARGS) if before is None else before
+        if stray:
+            raise UsageError(f"--cmd runs only the command after `--`; {' '.join(stray)!r} before it is "
+                             "not part of it: drop it, or drop --cmd to run a payload")
         if not words:
             raise UsageError("--cmd needs a command after `--`, e.g. --cmd -- hostname")
         return LaunchOptions(image=image, cmd=tuple(words), **kw)
@@ -66,12 +87,9 @@ def _line_value(what: str, value: object) -> str:
     (before the #SBATCH block it would also make sbatch ignore every directive after it)."""
     import shlex
 
-    from hpcai.errors import UsageError, has_control
+    from hpcai.errors import one_line
 
-    text = str(value)
-    if has_control(text):
-        raise UsageError(f"{what} {text!r}: a batch script cannot hold control characters (newline, tab, …)")
-    return shlex.quote(text)
+    return shlex.quote(one_line(what, value))
 
 
 def sbatch_script(plan, opts, python: str) -> str:
@@ -109,10 +127,10 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
     import subprocess
     from pathlib import Path
 
-    from hpcai.errors import HpcaiError
+    from hpcai.errors import HpcaiError, UsageError
 
     if plan.backend != "srun":
-        raise HpcaiError(f"submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
+        raise UsageError(f"submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
     run_dir = Path(plan.run_dir)
     opts.output_dir = str(run_dir)
     text = sbatch_script(plan, opts, sys.executable)  # refused values leave no folder behind
@@ -198,8 +216,9 @@ def register(app: typer.Typer) -> None:
                         nodelist=nodelist, output_dir=output_dir, energy=energy,
                         no_entrypoint=no_entrypoint, profiles=tuple(profile), srun_args=tuple(srun_arg),
                         data=data)
-        from hpcai.plan import plan_launch
+        from hpcai.plan import check_repeat, plan_launch
 
+        check_repeat(repeat)
         if dry_run or as_json:  # normally handled by fast_launch before typer parses anything
             _preview(plan_launch(opts, check=False), as_json)
             return
@@ -338,7 +357,7 @@ def fast_launch(argv: list[str]) -> int | None:
     """Handle `hpcai launch …` without typer; None when typer should do it (--help, odd input)."""
     if argv[:1] != ["launch"] or "--help" in argv[:argv.index("--") if "--" in argv else len(argv)]:
         return None
-    args = argv[1:]
+    args = args_all = argv[1:]
     words_after: list[str] = []
     if "--" in args:  # like click: everything after `--` is positional
         i = args.index("--")
@@ -358,10 +377,15 @@ def fast_launch(argv: list[str]) -> int | None:
     kw = {k: getattr(ns, k) for k in ("ntasks_per_node", "gpus_per_node", "cpus_per_task", "site",
                                        "runtime", "backend", "mpi", "per_gpu", "output_dir", "energy",
                                        "no_entrypoint")}
-    opts = _options(ns.image, [*ns.words, *words_after], ns.cmd, nodes=1 if ns.nodes is None else ns.nodes,
+    opts = _options(ns.image, [*ns.words, *words_after], ns.cmd, ns.words if "--" in args_all else [],
+                    nodes=1 if ns.nodes is None else ns.nodes,
                     time=ns.time_ or "", partition=ns.partition or "", account=ns.account or "",
                     binds=tuple(ns.bind), env=tuple(ns.env), nodelist=ns.nodelist or "",
                     profiles=tuple(ns.profile), srun_args=tuple(ns.srun_arg), data=ns.data or "", **kw)
+    if ns.repeat is not None:
+        from hpcai.plan import check_repeat
+
+        check_repeat(ns.repeat)
     if ns.dry_run or ns.as_json:
         _preview(plan_launch(opts, check=False), ns.as_json)
         return 0

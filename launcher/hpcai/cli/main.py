@@ -62,10 +62,22 @@ def __getattr__(name: str) -> Any:
 
 
 def _fail(message: str, code: int, fast_exit: bool = False) -> None:
-    from hpcai.console import err
+    from rich.markup import escape
 
-    err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False, soft_wrap=True)
+    from hpcai.console import err, plain
+
+    # the message echoes what the user gave: shown as text (no markup, no terminal control)
+    err.print(f"[bold red]error:[/] {escape(plain(message))}", markup=True, highlight=False, soft_wrap=True)
     _exit(code, fast_exit)
+
+
+def _interrupted(fast_exit: bool = False) -> None:
+    """Ctrl-C: one line and exit 130; a second or third Ctrl-C while saying so is ignored (it
+    would otherwise interrupt the message with a traceback)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _fail("interrupted", 130, fast_exit)
 
 
 def _os_error(exc: OSError) -> str:
@@ -108,7 +120,7 @@ def run(argv: list[str] | None = None, fast_exit: bool = False) -> None:
     except HpcaiError as exc:
         _fail(str(exc), exc.exit_code, fast_exit)
     except KeyboardInterrupt:
-        _fail("interrupted", 130, fast_exit)
+        _interrupted(fast_exit)
     except OSError as exc:
         _fail(_os_error(exc), 1, fast_exit)
     if fast is not None:
@@ -124,19 +136,20 @@ def run(argv: list[str] | None = None, fast_exit: bool = False) -> None:
     exits = tuple({typer.Exit, getattr(click_exc, "Exit", typer.Exit)})
     aborts = tuple({typer.Abort, getattr(click_exc, "Abort", typer.Abort)})
 
+    launch.RAW_ARGS = args
     command = typer.main.get_command(__getattr__("app"))
     try:
         rv = command.main(args=argv, prog_name="hpcai", standalone_mode=False)
     except exits as exc:
         sys.exit(exc.exit_code)
     except aborts:
-        _fail("interrupted", 130)
+        _interrupted()
     except click_exc.ClickException as exc:  # usage errors: unknown option, bad value, missing arg
         _fail(exc.format_message().replace("\n", " "), 2)
     except HpcaiError as exc:
         _fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
-        _fail("interrupted", 130)
+        _interrupted()
     except OSError as exc:
         _fail(_os_error(exc), 1)
     try:

@@ -68,7 +68,8 @@ def sweep(
             if v is not None}
     if energy:
         base["energy"] = True
-    folder = output_dir or Path("runs") / time.strftime("sweep-%Y%m%d-%H%M%S")
+    folder = sw.claim(output_dir or Path("runs") / time.strftime("sweep-%Y%m%d-%H%M%S"), payload,
+                      unique=output_dir is None)
     if submit is not None:
         runs = sw.submit_sweep(payload, node_list, variables, folder, base, submit=submit, repeat=repeat)
         for r in runs:  # stdout like `hpcai submit`: job ids, or the scripts with --no-submit

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import glob
+import math
 import os
 import shutil
 import socket
@@ -22,6 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from hpcai.errors import UsageError
 
 METHODS = ("pynvml", "rocm", "gh", "gc")
 _LOCAL_RANK_VARS = ("SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "LOCAL_RANK")
@@ -134,23 +137,39 @@ def main(args: list[str]) -> int:
 # ---- reading -------------------------------------------------------------------------------
 
 def read_power_csv(path: Path) -> tuple[list[float], dict[str, list[float]]]:
-    """(timestamps in s, {device column: watts}) from one jpwr power CSV."""
-    with path.open(newline="") as fh:
-        rows = list(csv.reader(fh))
+    """(timestamps in s, {device column: watts}) from one jpwr power CSV; UsageError naming the
+    file, line and column when it is not one (an energy figure from a damaged file would lie)."""
+    try:
+        with path.open(newline="", errors="strict") as fh:
+            rows = list(csv.reader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise UsageError(f"{path.name}: cannot be read as a power CSV ({exc})") from None
     if not rows or "timestamps" not in rows[0]:
-        raise ValueError(f"{path}: not a jpwr power CSV (no 'timestamps' column)")
+        raise UsageError(f"{path.name}: not a jpwr power CSV (no 'timestamps' column)")
     header = rows[0]
     t_col = header.index("timestamps")
     devices = {i: name for i, name in enumerate(header) if i != t_col and name}
     times: list[float] = []
     watts: dict[str, list[float]] = {name: [] for name in devices.values()}
-    for row in rows[1:]:
+    for line, row in enumerate(rows[1:], start=2):
         if len(row) < len(header):
             continue  # a truncated last line (the node was killed)
-        times.append(float(row[t_col]))
+        values = {i: _number(row[i]) for i in (t_col, *devices)}
+        bad = next((i for i, v in values.items() if v is None), None)
+        if bad is not None:
+            raise UsageError(f"{path.name}: line {line}, column {header[bad]!r}: {row[bad][:40]!r} is not a number")
+        times.append(values[t_col])
         for i, name in devices.items():
-            watts[name].append(float(row[i]))
+            watts[name].append(values[i])
     return times, watts
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _wh(times: list[float], values: list[float]) -> float:
@@ -163,9 +182,13 @@ def summarize(energy_dir: Path) -> dict[str, Any] | None:
     files = sorted(energy_dir.rglob("power*.csv")) if energy_dir.is_dir() else []
     if not files:
         return None
-    total_wh, avg_w, duration, per_file = 0.0, 0.0, 0.0, {}
+    total_wh, avg_w, duration, per_file, skipped = 0.0, 0.0, 0.0, {}, {}
     for f in files:
-        times, watts = read_power_csv(f)
+        try:
+            times, watts = read_power_csv(f)
+        except UsageError as exc:  # one node's damaged file: the others still measure
+            skipped[str(f.relative_to(energy_dir))] = str(exc)
+            continue
         if len(times) < 2:
             continue
         # On GH200 the gh:Module reading already includes the GPU: do not add NVML power too.
@@ -178,8 +201,9 @@ def summarize(energy_dir: Path) -> dict[str, Any] | None:
         duration = max(duration, span)
         per_file[str(f.relative_to(energy_dir))] = {"wh": wh, "seconds": span, "devices": sorted(watts)}
     if not per_file:
-        return None
-    return {"energy_wh": total_wh, "avg_power_w": avg_w, "seconds": duration, "files": per_file}
+        return {"skipped": skipped} if skipped else None
+    return {"energy_wh": total_wh, "avg_power_w": avg_w, "seconds": duration, "files": per_file,
+            **({"skipped": skipped} if skipped else {})}
 
 
 def add_to_result(energy_dir: Path, result: Any) -> None:
@@ -190,6 +214,8 @@ def add_to_result(energy_dir: Path, result: Any) -> None:
     if summary is None:
         return
     result.details["energy"] = summary
+    if "energy_wh" not in summary:  # every file damaged: no figure rather than a wrong one
+        return
     result.metrics.append(Metric("energy_wh", summary["energy_wh"], "Wh", LOWER))
     result.metrics.append(Metric("avg_power_w", summary["avg_power_w"], "W", LOWER))
     rate = result.headline

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -52,14 +53,53 @@ def parse_vars(items: list[str]) -> dict[str, list[str]]:
 def points(nodes: list[int], variables: dict[str, list[str]], repeat: int = 1) -> list[dict[str, Any]]:
     """Every (nodes, variables) combination, nodes varying fastest within each variable setting;
     with repeat > 1 each point `repeat` times in a row (`repetition` 1…N), one record each."""
-    if repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    from hpcai.plan import check_repeat
+
+    check_repeat(repeat)
     keys = sorted(variables)
     combos = itertools.product(*(variables[k] for k in keys)) if keys else [()]
     pts = [{"nodes": n, "payload_vars": dict(zip(keys, combo))} for combo in combos for n in nodes]
     if repeat == 1:
         return pts
     return [{**p, "repetition": i} for p in pts for i in range(1, repeat + 1)]
+
+
+def claim(sweep_dir: Path, payload: str, unique: bool = False) -> Path:
+    """Take a folder for one sweep: its sweep.json is created exclusively, so a sweep never
+    overwrites another's (nor one being written). unique: the folder is a default name, and the
+    next free `NAME.2`, `NAME.3`, … is taken instead of refusing."""
+    from hpcai.record import PRIVATE_FILE
+
+    base, n = sweep_dir.absolute(), 1
+    while True:
+        folder = base if n == 1 else base.with_name(f"{base.name}.{n}")
+        _MADE[folder] = [p for p in (folder, *folder.parents) if not p.exists()]
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(folder / SWEEP_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+        except FileExistsError:
+            if not unique:
+                raise UsageError(f"{folder} already holds a sweep ({SWEEP_FILE}); a sweep never overwrites "
+                                 "another: choose a new --output-dir") from None
+            n += 1
+            continue
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"payload": payload, "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "runs": []}, fh)
+        return folder
+
+
+_MADE: dict[Path, list[Path]] = {}  # claimed folder -> the folders claim() created for it
+
+
+def unclaim(sweep_dir: Path) -> None:
+    """Give a claimed folder back when the sweep stops before any point: its sweep.json goes, and
+    the folders claim() made for it (never one that was there before: it may be the user's own)."""
+    (sweep_dir / SWEEP_FILE).unlink(missing_ok=True)
+    for made in _MADE.pop(sweep_dir, []):
+        try:
+            made.rmdir()
+        except OSError:  # something else was put there meanwhile: keep it
+            break
 
 
 def _options(cls: type, wanted: dict[str, Any]) -> Any:
@@ -107,15 +147,27 @@ def run_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], s
         from hpcai.launch import LaunchOptions, run_launch
     except ImportError as exc:
         raise HpcaiError(f"the launch API (hpcai.launch) is not available: {exc}") from None
-    sweep_dir = sweep_dir.absolute()
-    sweep_dir.mkdir(parents=True, exist_ok=True)
+    from hpcai.record import read_status
+
+    sweep_dir = sweep_dir.absolute()  # claimed by the caller (claim)
     runs: list[dict[str, Any]] = []
     for point in points(nodes, variables, repeat):
         wanted = {**(base or {}), "payload": payload, "nodes": point["nodes"],
                   "payload_vars": point["payload_vars"], "runs_root": str(sweep_dir)}
-        run_dir = _launch(run_launch, _options(LaunchOptions, wanted))
+        try:
+            run_dir = _launch(run_launch, _options(LaunchOptions, wanted))
+        except BaseException:
+            if not runs:
+                unclaim(sweep_dir)
+            raise
         runs.append({**point, "run_dir": str(run_dir)})
         _write(sweep_dir, payload, runs)
+        status = read_status(run_dir)
+        if status is not None and status.state == "cancelled":  # Ctrl-C stops the sweep, not a point
+            from hpcai.launch import LaunchFailed
+
+            raise LaunchFailed(f"the sweep was cancelled at point {len(runs)}; {sweep_dir} holds what ran",
+                               run_dir, 130)
     return [Path(r["run_dir"]) for r in runs]
 
 
@@ -129,8 +181,7 @@ def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]]
     from hpcai.cli.launch import sbatch_script, submit_plan
     from hpcai.plan import LaunchOptions, plan_launch
 
-    sweep_dir = sweep_dir.absolute()
-    sweep_dir.mkdir(parents=True, exist_ok=True)
+    sweep_dir = sweep_dir.absolute()  # claimed by the caller (claim)
     todo: list[tuple[dict[str, Any], Any, Any]] = []
     try:
         for point in points(nodes, variables, repeat):
@@ -139,13 +190,14 @@ def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]]
             opts = _options(LaunchOptions, wanted)
             plan = plan_launch(opts, check=submit)
             if plan.backend != "srun":
-                raise HpcaiError(f"sweep --submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
+                raise UsageError(f"sweep --submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
             sbatch_script(plan, opts, sys.executable)  # a value no batch script can hold fails here
             Path(plan.run_dir).mkdir(exist_ok=True)  # reserved (the plan claims it when it submits)
             todo.append((point, opts, plan))
     except BaseException:
         for _, _, plan in todo:
             Path(plan.run_dir).rmdir()
+        unclaim(sweep_dir)
         raise
     runs: list[dict[str, Any]] = []
     for point, opts, plan in todo:
