@@ -105,16 +105,23 @@ def test_secrets_by_name_and_shape_never_in_argv_files_or_output(hpcai_exe, fake
     assert (run_dir / "plan.json").stat().st_mode & 0o777 == 0o600
 
 
-def test_sigterm_ends_every_rank(hpcai_exe, fake, tmp_path):
+def start_ranks(hpcai_exe, fake, run_dir: Path, ranks: int, script: str, marker: Path) -> subprocess.Popen:
+    """A local launch of RANKS copies of `sh -c SCRIPT MARKER`, returned once each rank has written
+    MARKER.<rank> (so a signal sent next reaches running ranks)."""
     image, env = fake
-    run_dir = tmp_path / "r"
     argv = [*hpcai_exe, "launch", "--site", "local", "--runtime", "apptainer", "--image", str(image),
-            "-o", str(run_dir), "--ntasks-per-node", "3", "--no-entrypoint", "--cmd", "--",
-            "sh", "-c", "echo $$ > $0.$RANK; exec sleep 300", str(tmp_path / "pid")]
+            "-o", str(run_dir), "--ntasks-per-node", str(ranks), "--no-entrypoint", "--cmd", "--",
+            "sh", "-c", script, str(marker)]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
-    while len(list(tmp_path.glob("pid.*"))) < 3 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    while len(list(marker.parent.glob(f"{marker.name}.*"))) < ranks and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return proc
+
+
+def test_sigterm_ends_every_rank(hpcai_exe, fake, tmp_path):
+    run_dir = tmp_path / "r"
+    proc = start_ranks(hpcai_exe, fake, run_dir, 3, "echo $$ > $0.$RANK; exec sleep 300", tmp_path / "pid")
     pids = [int(p.read_text()) for p in tmp_path.glob("pid.*")]
     assert len(pids) == 3
     proc.send_signal(signal.SIGTERM)
@@ -234,15 +241,8 @@ def test_record_that_cannot_be_finished_says_so_in_one_line(hpcai_exe, fake, tmp
 @pytest.mark.hostile
 @pytest.mark.parametrize("signals", [1, 3])
 def test_ctrl_c_once_or_thrice_ends_with_a_final_status(hpcai_exe, fake, tmp_path, signals):
-    image, env = fake
     run_dir = tmp_path / "r"
-    argv = [*hpcai_exe, "launch", "--site", "local", "--runtime", "apptainer", "--image", str(image),
-            "-o", str(run_dir), "--ntasks-per-node", "2", "--no-entrypoint", "--cmd", "--",
-            "sh", "-c", "trap '' INT; echo up > $0.$RANK; sleep 2", str(tmp_path / "up")]
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while len(list(tmp_path.glob("up.*"))) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    proc = start_ranks(hpcai_exe, fake, run_dir, 2, "trap '' INT; echo up > $0.$RANK; sleep 2", tmp_path / "up")
     for _ in range(signals):  # the ranks ignore SIGINT: hpcai's SIGTERM to them is what ends them
         proc.send_signal(signal.SIGINT)
         time.sleep(0.05)

@@ -55,3 +55,19 @@ def test_the_runners_own_report_wins_with_a_warning(tmp_path):
     assert metrics["tflops_per_gpu"].value == 0.2
     doc = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert any(w.startswith("tflops_per_gpu: the log parser read") for w in doc["warnings"])
+
+
+@pytest.mark.hostile
+def test_a_log_too_big_for_the_regexes_keeps_the_parsers_figures(tmp_path, monkeypatch):
+    """issue 12, item 8: finishing a run read rank 0's whole log into memory for the manifest's
+    regexes. Beyond REGEX_FALLBACK_MAX they are skipped, with a warning; the streaming parser's
+    figures and a runner's HPCAI_RESULT line (read a line at a time) still count."""
+    text = (LOGS / "nccl_allreduce_2.21.log").read_text()
+    monkeypatch.setattr(records, "REGEX_FALLBACK_MAX", len(text) // 2)
+    metrics = record_of(tmp_path, "nccl-tests", text)
+    assert metrics["busbw_avg"].value > 0
+    doc = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert any("the payload's own regexes were not applied" in w for w in doc["warnings"])
+    reported = text + 'HPCAI_RESULT {"payload": "nccl-tests", "metrics": {"busbw_avg": 1.5}}\n'
+    metrics = record_of(tmp_path / "2", "nccl-tests", "0: " + reported.replace("\n", "\n0: "))
+    assert metrics["busbw_avg"].value == 1.5  # the srun --label prefix does not hide the report

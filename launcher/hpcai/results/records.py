@@ -110,28 +110,45 @@ def parse_run(run_dir: Path, plan: dict[str, Any]) -> ParseResult:
         return parse_files(parser, [p for r in sorted(logs) for p in logs[r]])
 
 
-def _reported(payload: str, texts: list[str]) -> dict[str, float]:
-    """What the in-image runner reported for PAYLOAD: its `HPCAI_RESULT {json}` line on rank 0."""
+# Rank 0's log is read whole for the manifest's regexes (some span lines, e.g. OSU's table) only
+# up to this size; a bigger log keeps the log parser's figures (which stream), with a warning.
+REGEX_FALLBACK_MAX = 64 << 20
+
+
+def _reported(payload: str, paths: list[Path]) -> dict[str, float]:
+    """What the in-image runner reported for PAYLOAD: its last `HPCAI_RESULT {json}` line on
+    rank 0, read a line at a time."""
+    from hpcai.results.parsers.common import LogLines
+
     found: dict[str, float] = {}
-    for text in texts:
-        for line in text.splitlines():
-            tag, _, doc = line.strip().partition(" ")
-            if tag != "HPCAI_RESULT":
-                continue
-            try:
-                data = json.loads(doc)
-                if data.get("payload") == payload:
-                    found = {str(k): float(v) for k, v in data.get("metrics", {}).items()}
-            except (ValueError, TypeError, AttributeError):
-                continue
+    for line in LogLines.from_files(paths):
+        tag, _, doc = line.strip().partition(" ")
+        if tag != "HPCAI_RESULT":
+            continue
+        try:
+            data = json.loads(doc)
+            if data.get("payload") == payload:
+                found = {str(k): float(v) for k, v in data.get("metrics", {}).items()}
+        except (ValueError, TypeError, AttributeError):
+            continue
     return found
 
 
-def _as_documented(payload: str, result: ParseResult, texts: list[str], per_gpu: bool) -> None:
+def _regex_values(manifest: Any, paths: list[Path], result: ParseResult) -> dict[str, float]:
+    """The manifest's regexes over rank 0's whole log, as the in-image runner applies them."""
+    size = sum(p.stat().st_size for p in paths)
+    if size > REGEX_FALLBACK_MAX:
+        result.warnings.append(f"rank 0's log is {size >> 20} MiB: the payload's own regexes were not "
+                               "applied (no HPCAI_RESULT line); the log parser's figures are recorded")
+        return {}
+    return manifest.extract_metrics("\n".join(p.read_text(errors="replace") for p in paths))
+
+
+def _as_documented(payload: str, result: ParseResult, paths: list[Path], per_gpu: bool) -> None:
     """Make the record say what the payload documents and its in-image runner reports: the
     manifest's metric names (hf-clm's `samples_per_second` is the HF parser's
     `train_samples_per_second`), its values (the runner's HPCAI_RESULT line, else the manifest's
-    regexes over rank 0's log), and its headline. Figures only the host parser knows are kept.
+    regexes over rank 0's log up to REGEX_FALLBACK_MAX), and its headline. Figures only the host parser knows are kept.
     Per-GPU copies are combined from every rank, so there only the names and headline apply."""
     import math
     from dataclasses import replace
@@ -146,7 +163,7 @@ def _as_documented(payload: str, result: ParseResult, texts: list[str], per_gpu:
               if m.key and m.key.rsplit(".", 1)[-1] != m.name and result.get(m.name) is None}
     result.metrics = [replace(m, name=rename.get(m.name, m.name)) for m in result.metrics]
     if not per_gpu:
-        reported = _reported(payload, texts) or manifest.extract_metrics("\n".join(texts))
+        reported = _reported(payload, paths) or _regex_values(manifest, paths, result)
         for name, value in reported.items():
             spec, have = documented.get(name), result.get(name)
             if spec is None or (have is not None and math.isclose(have.value, value, rel_tol=1e-6)):
@@ -175,8 +192,8 @@ def _evaluate(run_dir: Path, plan: dict[str, Any]) -> dict[str, Any]:
         result = parse_run(run_dir, plan)
         _derived(run_dir, plan, result)  # reads the parsers' own names
         logs = rank_logs(run_dir)
-        texts = [p.read_text(errors="replace") for p in logs[min(logs)]] if logs else []
-        _as_documented(str(plan.get("payload", "")), result, texts, bool(plan.get("per_gpu")))
+        _as_documented(str(plan.get("payload", "")), result, logs[min(logs)] if logs else [],
+                       bool(plan.get("per_gpu")))
     except HpcaiError as exc:
         return {"parser": None, "metrics": [], "error": str(exc)}
     return result.to_dict()
