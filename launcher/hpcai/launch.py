@@ -175,15 +175,16 @@ def _run_local(plan: LaunchPlan, logs: Path, sig: _Signals, started: Callable[[]
     engine = plan.runtime if plan.runtime in ("docker", "podman") else None
     procs: list[subprocess.Popen] = []
     for rank, argv in enumerate(plan.rank_argvs):
-        with open(logs / f"rank-{rank}.out", "wb") as out, open(logs / f"rank-{rank}.err", "wb") as err:
-            try:  # own session: hpcai alone decides how ranks are ended
+        try:  # a log that cannot be made (full disk) or a binary that cannot start: no orphans
+            with open(logs / f"rank-{rank}.out", "wb") as out, open(logs / f"rank-{rank}.err", "wb") as err:
+                # own session: hpcai alone decides how ranks are ended
                 procs.append(subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                               env={**os.environ, **plan.secret_env,
                                                    **plan.rank_envs[rank]},
                                               start_new_session=True))
-            except OSError as exc:
-                _stop(procs, plan.container_names, engine)
-                raise HpcaiError(f"cannot start rank {rank} ({argv[0]}): {exc}") from None
+        except OSError as exc:
+            _stop(procs, plan.container_names, engine)
+            raise HpcaiError(f"cannot start rank {rank} ({argv[0]}): {exc}") from None
     started()
     state = "completed"
     while [p.poll() for p in procs].count(None):  # poll every rank, not only the first running
@@ -209,9 +210,14 @@ def _run_step(plan: LaunchPlan, logs: Path, sig: _Signals, started: Callable[[],
 
     def pump() -> None:  # show srun's own messages and keep them to find failed ranks
         assert proc.stderr is not None
+        shown = True
         for line in proc.stderr:
             lines.append(line)
-            sys.stderr.write(line)
+            if shown:
+                try:
+                    sys.stderr.write(line)
+                except OSError:  # stderr on a full device or a closed pipe: srun's lines are kept
+                    shown = False
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
@@ -269,8 +275,11 @@ def _follow(path: Path, done: threading.Event) -> None:
         while True:
             chunk = fh.read(65536)
             if chunk:
-                sys.stdout.write(decode(chunk))
-                sys.stdout.flush()
+                try:
+                    sys.stdout.write(decode(chunk))
+                    sys.stdout.flush()
+                except OSError:  # stdout on a full device or a closed pipe: the log is in logs/
+                    return
             elif done.is_set():
                 return
             else:
@@ -344,6 +353,12 @@ def _finalize_metrics(run_dir: Path, writes: _Writes) -> None:
 
 def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
     run_dir = Path(plan.run_dir)
+    try:  # before the record is started: stderr that fails (/dev/full) leaves no record behind
+        for w in plan.warnings:
+            sys.stderr.write(f"warning: {w}\n")  # plain stderr: importing rich would cost ~0.1 s
+    except OSError:
+        record.abandon(run_dir)  # the folder planning claimed
+        raise
     status = record.RunStatus(state="running", started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     _start_record(run_dir, plan, status)
     logs = run_dir / record.LOGS
@@ -358,8 +373,6 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
         hasher.start()  # a SIF can be many GB: hash it while the ranks run
 
     started = time.time()
-    for w in plan.warnings:  # plain stderr: importing rich would cost every launch ~0.1 s
-        sys.stderr.write(f"warning: {w}\n")
     srun_lines: list[str] = []
     rc = 0
     state = "failed"
@@ -407,7 +420,9 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
     sys.stderr.write(f"run record: {run_dir}\n")
     problem = writes.problem()
     if problem:
-        raise LaunchFailed(f"the run {state}, but {problem}", run_dir, 130 if state == "cancelled" else 1)
+        raise LaunchFailed(f"the run {state}, but {problem}", run_dir, 130 if sig.received else 1)
+    if sig.received and state != "cancelled":  # Ctrl-C while the record was finished: stop here too
+        raise LaunchFailed(f"interrupted; the run had {state} and its record is complete: {run_dir}", run_dir, 130)
     if check and state != "completed":
         raise LaunchFailed(status.message, run_dir, 130 if state == "cancelled" else 1)
     return run_dir

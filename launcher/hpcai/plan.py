@@ -19,8 +19,8 @@ from hpcai.backends import Geometry, backend_prefix
 from hpcai.errors import HpcaiError, UsageError, has_control, one_line, unknown
 from hpcai.gpu import choose_gpu
 from hpcai.pmi import choose_pmi
-from hpcai.site import (BACKENDS, ENV_NAME, MPI_TYPES, Host, SiteProfile, bind_ok, resolve_site, site_binds,
-                        split_bind)
+from hpcai.site import (BACKENDS, ENV_NAME, MPI_TYPES, Host, SiteProfile, bind_dest, bind_ok, resolve_site,
+                        site_binds, split_bind)
 
 
 DATA_MOUNT = "/data"  # where --data appears inside the container (HPCAI_DATA)
@@ -145,7 +145,7 @@ def parse_binds(items: tuple[str, ...]) -> list[tuple[str, str]]:
     for item in items:
         for one in item.split(","):
             if not bind_ok(one):
-                raise UsageError(f"--bind {item!r}: expected /SRC[:/DST][,/SRC[:/DST]…] with absolute paths "
+                raise UsageError(f"--bind {item!r}: expected /SRC[:/DST[:ro|rw]][,…] with absolute paths "
                                  "and no ':' inside a path")
             out.append(split_bind(one))
     return out
@@ -166,11 +166,11 @@ def _data_bind(data: str, check: bool) -> list[tuple[str, str]]:
 def merge_binds(site: list[tuple[str, str]], user: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], list[str]]:
     """(binds, notes): a user's bind replaces the site's bind to the same destination (one mount
     per destination; the last --bind of several to one destination wins)."""
-    mine = {dst: src for src, dst in user}
-    notes = [f"--bind {mine[dst]}:{dst} replaces the site's {src}:{dst}" for src, dst in site
-             if dst in mine and mine[dst] != src]
-    kept = [(src, dst) for src, dst in site if dst not in mine]
-    return kept + [(src, dst) for dst, src in mine.items()], notes
+    mine = {bind_dest(dst): (src, dst) for src, dst in user}
+    notes = [f"--bind {':'.join(mine[bind_dest(dst)])} replaces the site's {src}:{dst}" for src, dst in site
+             if bind_dest(dst) in mine and mine[bind_dest(dst)] != (src, dst)]
+    kept = [(src, dst) for src, dst in site if bind_dest(dst) not in mine]
+    return kept + list(mine.values()), notes
 
 
 def parse_vars(args: tuple[str, ...]) -> dict[str, str]:

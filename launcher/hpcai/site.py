@@ -68,16 +68,17 @@ class SiteProfile:
 
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-BIND_SHAPE = "/SRC[:/DST] with absolute paths and no ':' or ',' inside a path"
+BIND_SHAPE = "/SRC[:/DST[:ro|rw]] with absolute paths and no ':' or ',' inside a path"
+BIND_OPTIONS = ("ro", "rw")  # what Apptainer's --bind and docker -v both take after the destination
 
 
 def bind_ok(spec: str) -> bool:
-    """One bind, /SRC[:/DST]. Apptainer splits --bind on ',' and ':', docker -v on ':': a path
-    holding either cannot be bound; a relative one would mean a different folder on each node."""
-    src, _, dst = spec.partition(":")
-    dst = dst or src
-    return (src.startswith("/") and dst.startswith("/") and ":" not in dst and "," not in spec
-            and not has_control(spec))
+    """One bind, /SRC[:/DST[:ro|rw]]. Apptainer splits --bind on ',' and ':', docker -v on ':': a
+    path holding either cannot be bound; a relative one would mean a different folder on each node."""
+    parts = spec.split(":")
+    src, dst = parts[0], (parts[1] if len(parts) > 1 else parts[0])
+    return (len(parts) <= 2 or (len(parts) == 3 and parts[2] in BIND_OPTIONS)) and src.startswith("/") \
+        and dst.startswith("/") and "," not in spec and not has_control(spec)
 
 
 _SCHEMA = {f.name: f for f in fields(SiteProfile) if f.name not in ("name", "source")}
@@ -286,8 +287,14 @@ class Host:
 
 
 def split_bind(spec: str) -> tuple[str, str]:
+    """(SRC, DST[:ro|rw]): a bind's option stays on its destination, as runtimes write it."""
     src, _, dst = spec.partition(":")
     return src, (dst or src)
+
+
+def bind_dest(dst: str) -> str:
+    """The destination path of a bind's DST[:ro|rw] (one mount per destination)."""
+    return dst.split(":", 1)[0]
 
 
 def host_libfabric(site: SiteProfile, host: Host) -> str | None:

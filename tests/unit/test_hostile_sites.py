@@ -22,12 +22,12 @@ BAD_SITES = [
     ('env = { "1BAD" = "x" }', "env key '1BAD' is not a variable name"),
     ('env = { "A B" = "x" }', "env key 'A B' is not a variable name"),
     ('env = { "X;id" = "x" }', "env key 'X;id' is not a variable name"),
-    ('binds = ["relative/dir"]', "binds 'relative/dir': expected /SRC[:/DST] with absolute paths"),
-    ('binds = ["/a:relative"]', "binds '/a:relative': expected /SRC[:/DST]"),
-    ('binds = ["/a,/b"]', "binds '/a,/b': expected /SRC[:/DST]"),
-    ('binds = ["/a:/b:/c"]', "binds '/a:/b:/c': expected /SRC[:/DST]"),
-    ('binds = [""]', "binds '': expected /SRC[:/DST]"),
-    ('optional_binds = ["~/data"]', "optional_binds '~/data': expected /SRC[:/DST]"),
+    ('binds = ["relative/dir"]', "binds 'relative/dir': expected /SRC[:/DST[:ro|rw]] with absolute paths"),
+    ('binds = ["/a:relative"]', "binds '/a:relative': expected /SRC[:/DST"),
+    ('binds = ["/a,/b"]', "binds '/a,/b': expected /SRC[:/DST"),
+    ('binds = ["/a:/b:/c"]', "binds '/a:/b:/c': expected /SRC[:/DST"),
+    ('binds = [""]', "binds '': expected /SRC[:/DST"),
+    ('optional_binds = ["~/data"]', "optional_binds '~/data': expected /SRC[:/DST"),
     ('optional_binds = ["/x\\n:/y"]', "optional_binds '/x\\n:/y' holds a control character"),
     ('libfabric_dest = "host/lib"', "libfabric_dest 'host/lib': expected an absolute path"),
     ('libfabric_dest = "/host/lib:/x"', "libfabric_dest '/host/lib:/x': expected an absolute path"),
@@ -116,3 +116,17 @@ def test_a_good_shared_site_with_every_checked_key_loads(hpcai_exe, tmp_path, en
     res = _launch(hpcai_exe, tmp_path, env, "--site", "shared")
     assert res.returncode == 0, res.stderr
     assert "/opt/a:/opt/b" in res.stdout
+
+
+@pytest.mark.parametrize("runtime, expected", [("apptainer", "--bind /scratch:/scratch:ro"),
+                                               ("docker", "-v /scratch:/scratch:ro"),
+                                               ("charliecloud", "-b /scratch ")])
+def test_a_read_only_site_bind_keeps_its_option(hpcai_exe, tmp_path, env_with, runtime, expected):
+    """`:ro`/`:rw` after the destination, as Apptainer and docker take it (ch-run -b has none)."""
+    env = env_with('backend = "srun"\nbinds = ["/scratch:/scratch:ro"]\n')
+    res = _launch(hpcai_exe, tmp_path, env, "--site", "shared", "--runtime", runtime)
+    assert res.returncode == 0, res.stderr
+    assert expected in res.stdout
+    mine = _launch(hpcai_exe, tmp_path, env, "--site", "shared", "--runtime", runtime, "--bind", "/mine:/scratch")
+    assert "/scratch:ro" not in mine.stdout and "/mine:/scratch" in mine.stdout  # one mount per destination
+    assert "--bind /mine:/scratch replaces the site's /scratch:/scratch:ro" in mine.stderr

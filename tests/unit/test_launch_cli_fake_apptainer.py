@@ -251,3 +251,64 @@ def test_ctrl_c_once_or_thrice_ends_with_a_final_status(hpcai_exe, fake, tmp_pat
     assert [ln for ln in err.splitlines() if ln.startswith("error:")] == [
         f"error: cancelled; logs in {run_dir / 'logs'}"]
     assert json.loads((run_dir / "status.json").read_text())["state"] == "cancelled"
+
+
+@pytest.fixture
+def few_inodes(tmp_path):
+    """A tmpfs with room for data but only 8 inodes: the third rank's log cannot be made."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    mnt = tmp_path / "inodes"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,nr_inodes=8", "tmpfs", str(mnt)], check=True)
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.mark.hostile
+def test_a_rank_log_that_cannot_be_made_leaves_no_rank_running(hpcai_exe, fake, few_inodes):
+    image, env = fake
+    marker = f"sleep 31.{os.getpid()}"  # a command line no other process has
+    res = run(hpcai_exe, env, image, few_inodes / "r", "--ntasks-per-node", "3", "--no-entrypoint",
+              "--cmd", "--", "sh", "-c", marker)
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "cannot start rank" in res.stderr and "No space left on device" in res.stderr
+    assert json.loads((few_inodes / "r" / "status.json").read_text())["state"] == "failed"
+    time.sleep(0.5)
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 1, "a rank was orphaned"
+
+
+@pytest.mark.hostile
+def test_stderr_on_a_full_device_leaves_no_record_running(hpcai_exe, fake, tmp_path):
+    """A plan warning written to a stderr on /dev/full: one failure, and no record saying running."""
+    image, env = fake
+    argv = [*hpcai_exe, "launch", "--site", "local", "--runtime", "apptainer", "--image", str(image),
+            "-o", str(tmp_path / "r"), "--no-entrypoint", "--cmd", "--", "true", "--password", "x"]
+    with open("/dev/full", "w") as full:
+        res = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=full, text=True, timeout=60)
+    assert res.returncode == 1
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.hostile
+def test_ctrl_c_while_the_record_is_finished_stops_the_repeats(hpcai_exe, fake, tmp_path):
+    """The ranks are done, the image (6 GB, sparse) is still being hashed: Ctrl-C there ends the
+    launch with 130 after a complete record, and the second repetition never starts."""
+    image, env = fake
+    big = tmp_path / "big.sif"
+    subprocess.run(["truncate", "-s", "6G", str(big)], check=True)
+    env = {**env, "XDG_CACHE_HOME": str(tmp_path / "cache")}  # no digest from an earlier test
+    argv = [*hpcai_exe, "launch", "--site", "local", "--runtime", "apptainer", "--image", str(big),
+            "-o", str(tmp_path / "rep"), "--repeat", "2", "--no-entrypoint", "--cmd", "--", "true"]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not list((tmp_path / "rep").glob("*/plan.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # `true` has ended; the hash of 6 GB takes seconds
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    records = [p for p in (tmp_path / "rep").iterdir() if p.is_dir()]
+    assert len(records) == 1
+    assert json.loads((records[0] / "status.json").read_text())["state"] == "completed"
+    assert f"error: interrupted; the run had completed and its record is complete: {records[0]}" in err

@@ -223,7 +223,7 @@ def test_a_user_bind_replaces_the_site_bind_to_the_same_destination(tmp_path):
     ({"env": ("1BAD=x",)}, "expected KEY=VALUE"),
     ({"env": ("HPCAI_TEST_UNSET_VAR",)}, "not set in this environment"),
     ({"binds": ("relative:/x",)}, "absolute paths"),
-    ({"binds": ("/a,b:/c",)}, "expected /SRC[:/DST][,/SRC[:/DST]…]"),
+    ({"binds": ("/a,b:/c",)}, "expected /SRC[:/DST[:ro|rw]][,…]"),
     ({"binds": ("/a:/b:/c",)}, "no ':' inside a path"),
     ({"nodes": 0}, "--nodes must be between 1 and 100000, got 0"),
     ({"cmd": ("x",), "payload": "sanity"}, "not both"),

@@ -41,8 +41,33 @@ def test_dry_run_and_sbatch_hide_values_by_shape(hpcai, tmp_path):
     assert sub.exit_code == 0, sub.stderr
     text = (tmp_path / "s" / "submit.sbatch").read_text()
     assert "PW9" not in text and "smtp9" not in text and "--env DATABASE_URL " in text
+    assert "cmdpw9" not in text and '--password "${HPCAI_SECRET_ARG_1}"' in text
     # nothing dropped silently: the script takes them from the submitting environment, and says so
-    assert "note: the script copies DATABASE_URL, SMTP_PASS from the environment" in sub.stderr
+    assert "note: the script copies DATABASE_URL, HPCAI_SECRET_ARG_1, SMTP_PASS from the environment" in sub.stderr
+
+
+def test_the_batch_script_rebuilds_a_secret_command_from_the_jobs_environment(hpcai, tmp_path):
+    """issue 12: `submit --cmd -- tool --password V` wrote V in clear on the script's exec line.
+    The line now reads each hidden token from HPCAI_SECRET_ARG_n, which sbatch passes to the job;
+    run by bash with them set, it gives the command exactly as typed."""
+    import os
+    import subprocess
+    import sys
+
+    cmd = ["tool", "--password", "pw 1'$x", "--api-key=k3y", "postgres://u:pw2@h/db", "plain"]
+    sub = hpcai("submit", "--no-submit", "--site", "generic-slurm", "--image", "x.sif",
+                "-o", str(tmp_path / "s"), "--cmd", "--", *cmd)
+    assert sub.exit_code == 0, sub.stderr
+    script = (tmp_path / "s" / "submit.sbatch").read_text()
+    assert not any(secret in script for secret in ("pw 1", "k3y", "pw2"))
+    line = script.splitlines()[-1].replace(f"exec {sys.executable} -m hpcai launch", "printf '%s\\n'", 1)
+    env = {**os.environ, "HPCAI_SECRET_ARG_1": "pw 1'$x", "HPCAI_SECRET_ARG_2": "--api-key=k3y",
+           "HPCAI_SECRET_ARG_3": "postgres://u:pw2@h/db"}
+    out = subprocess.run(["bash", "-c", "set -eu; " + line], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.splitlines()[-len(cmd):] == cmd
+    unset = subprocess.run(["bash", "-c", "set -eu; " + line], capture_output=True, text=True,
+                           env={k: v for k, v in env.items() if k != "HPCAI_SECRET_ARG_2"})
+    assert unset.returncode != 0 and "HPCAI_SECRET_ARG_2: unbound variable" in unset.stderr  # never run without it
 
 
 def test_sites_show_redacts_a_sites_token(hpcai, tmp_path, monkeypatch):

@@ -114,8 +114,21 @@ def sbatch_script(plan, opts, python: str) -> str:
     lines += [f"#SBATCH {_line_value('sbatch_options entry', o)}" for o in _site_sbatch(plan)]
     lines += ["#", f"# The step as planned at submission (site {_line_value('site', plan.site)}):"]
     lines += ["#   " + ln for ln in plan.display().splitlines()]
-    lines += ["set -eu", shlex.join(["exec", python, "-m", "hpcai", "launch", *options_argv(opts)])]
+    argv = ["exec", python, "-m", "hpcai", "launch", *options_argv(opts)]
+    hidden = secret_args(argv)  # e.g. `--cmd -- tool --password V`: V is read from the job's environment
+    lines += ["set -eu", " ".join(f'"${{{hidden[i][0]}}}"' if i in hidden else shlex.quote(tok)
+                                  for i, tok in enumerate(argv))]
     return "\n".join(lines) + "\n"
+
+
+def secret_args(argv: list[str]) -> dict[int, tuple[str, str]]:
+    """{position: (variable, token)} for the tokens redaction hides (a --password value, a URL's
+    user-info, …): a batch script reads them from HPCAI_SECRET_ARG_1, _2, … instead of holding
+    them (redact.py's one rule decides what is secret)."""
+    from hpcai.redact import redact_argv
+
+    hidden = [i for i, (tok, shown) in enumerate(zip(argv, redact_argv(argv))) if tok != shown]
+    return {i: (f"HPCAI_SECRET_ARG_{n}", argv[i]) for n, i in enumerate(hidden, start=1)}
 
 
 def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
@@ -142,6 +155,8 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
     from hpcai.redact import secret_items
 
     secrets = secret_items(parse_env(opts.env, dict(os.environ)))
+    argv = ["exec", sys.executable, "-m", "hpcai", "launch", *options_argv(opts)]  # as sbatch_script
+    secrets.update(secret_args(argv).values())
     if not submit:
         if secrets:  # the script names them; their values must be in the environment of `sbatch`
             sys.stderr.write(f"note: the script copies {', '.join(sorted(secrets))} from the environment it is "
@@ -260,8 +275,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write an sbatch script for the same plan as `launch` and submit it (unless --no-submit)."""
         from hpcai.errors import UsageError
-        from hpcai.plan import plan_launch
+        from hpcai.plan import check_repeat, plan_launch
 
+        check_repeat(repeat)
         if (wait or wait_timeout is not None) and no_submit:
             raise UsageError("--wait needs a submitted job; drop --no-submit")
 
@@ -273,8 +289,6 @@ def register(app: typer.Typer) -> None:
                         profiles=tuple(profile), srun_args=tuple(srun_arg), data=data)
         from dataclasses import replace
 
-        if repeat < 1:
-            raise UsageError(f"--repeat must be at least 1, got {repeat}")
         if repeat > 1:  # as launch --repeat: --output-dir holds the N records
             opts = replace(opts, output_dir=None, runs_root=opts.output_dir or opts.runs_root)
         jobs = []

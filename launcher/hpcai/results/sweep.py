@@ -154,8 +154,15 @@ def run_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], s
     for point in points(nodes, variables, repeat):
         wanted = {**(base or {}), "payload": payload, "nodes": point["nodes"],
                   "payload_vars": point["payload_vars"], "runs_root": str(sweep_dir)}
+        interrupted = False
         try:
             run_dir = _launch(run_launch, _options(LaunchOptions, wanted))
+        except HpcaiError as exc:
+            if getattr(exc, "exit_code", 1) != 130 or getattr(exc, "run_dir", None) is None:
+                if not runs:
+                    unclaim(sweep_dir)
+                raise
+            run_dir, interrupted = exc.run_dir, True  # Ctrl-C after the point ran: it is listed
         except BaseException:
             if not runs:
                 unclaim(sweep_dir)
@@ -163,7 +170,7 @@ def run_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], s
         runs.append({**point, "run_dir": str(run_dir)})
         _write(sweep_dir, payload, runs)
         status = read_status(run_dir)
-        if status is not None and status.state == "cancelled":  # Ctrl-C stops the sweep, not a point
+        if interrupted or (status is not None and status.state == "cancelled"):  # Ctrl-C stops the sweep
             from hpcai.launch import LaunchFailed
 
             raise LaunchFailed(f"the sweep was cancelled at point {len(runs)}; {sweep_dir} holds what ran",

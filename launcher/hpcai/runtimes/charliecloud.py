@@ -25,6 +25,7 @@ class CharliecloudRuntime:
         # Format: ch-run -b /usr:/host/usr --set-env --env-no-expand --set-env=K=V IMG -- ENTRY CMD…
         argv = [self.binary]
         for src, dst in spec.binds:
+            dst = dst.split(":", 1)[0]  # ch-run -b has no :ro/:rw (a bind is as writable as SRC)
             argv += ["-b", src if src == dst else f"{src}:{dst}"]
         if spec.image_env:
             argv.append("--set-env")
