@@ -10,7 +10,7 @@ import pytest
 
 from test_plan_helpers import CRAY, check_golden
 
-from hpcai.cli.launch import options_argv, sbatch_script
+from hpcai.submit import options_argv, sbatch_script
 from hpcai.plan import LaunchOptions, plan_launch
 
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-import types
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from hpcai.errors import UsageError
-from hpcai.results import sweep
+from hpcai import sweep
+from hpcai.results.sweep import aggregate
 from hpcai.results.records import load_all
 
 
@@ -38,17 +37,9 @@ def test_bad_var():
         sweep.parse_vars(["batch_size"])
 
 
-@dataclass
-class FakeOptions:  # the fields hpcai.plan.LaunchOptions has that a sweep sets
-    image: str
-    payload: str | None = None
-    payload_args: tuple = ()
-    nodes: int = 1
-    runs_root: str = "runs"
-    partition: str = ""
-
-
-def fake_run_launch(opts: FakeOptions, check: bool = True) -> Path:
+def fake_run_launch(opts) -> Path:
+    """Stands in for hpcai.launch.run_launch (injected into run_sweep): a record as the launcher
+    writes it, with a Horovod log whose throughput scales at 90 % per added node."""
     from hpcai import record
 
     run = record.new_run_dir(Path(opts.runs_root), f"{opts.payload}-n{opts.nodes}")
@@ -64,18 +55,19 @@ def fake_run_launch(opts: FakeOptions, check: bool = True) -> Path:
 
 @pytest.fixture
 def fake_launch(monkeypatch):
-    module = types.ModuleType("hpcai.launch")
-    module.LaunchOptions, module.run_launch = FakeOptions, fake_run_launch
-    monkeypatch.setitem(sys.modules, "hpcai.launch", module)
+    """For the CLI: run_sweep's default launch function is hpcai.launch.run_launch."""
+    from hpcai import launch
+
+    monkeypatch.setattr(launch, "run_launch", lambda opts, check=True: fake_run_launch(opts))
 
 
-def test_run_sweep_records_and_scaling_table(tmp_path, fake_launch):
+def test_run_sweep_records_and_scaling_table(tmp_path):
     runs = sweep.run_sweep("hvd-synthetic", [1, 2, 4], {"batch_size": ["32", "64"]}, tmp_path / "sw",
-                           {"image": "img:1", "partition": "debug"})
+                           {"image": "img:1", "partition": "debug"}, launch=fake_run_launch)
     assert len(runs) == 6 and all((r / "plan.json").is_file() for r in runs)
     listed = json.loads((tmp_path / "sw" / "sweep.json").read_text())["runs"]
     assert [r["nodes"] for r in listed] == [1, 2, 4, 1, 2, 4]
-    table = sweep.aggregate(load_all([tmp_path / "sw"]))
+    table = aggregate(load_all([tmp_path / "sw"]))
     assert [(p.series, p.nodes) for p in table][:3] == [("hvd-synthetic batch_size=32", 1),
                                                         ("hvd-synthetic batch_size=32", 2),
                                                         ("hvd-synthetic batch_size=32", 4)]
@@ -83,9 +75,9 @@ def test_run_sweep_records_and_scaling_table(tmp_path, fake_launch):
     assert table[3].mean == pytest.approx(200.0)
 
 
-def test_sweep_needs_image(tmp_path, fake_launch):
+def test_sweep_needs_image(tmp_path):
     with pytest.raises(UsageError, match="--image"):
-        sweep.run_sweep("osu", [1], {}, tmp_path / "sw", {})
+        sweep.run_sweep("osu", [1], {}, tmp_path / "sw", {}, launch=fake_run_launch)
 
 
 def test_cli_sweep_dry_run_and_show_scaling(tmp_path, hpcai, fake_launch):
@@ -102,7 +94,7 @@ def test_cli_sweep_dry_run_and_show_scaling(tmp_path, hpcai, fake_launch):
 
 
 # `sweep --submit/--no-submit` goes through the real planner and `hpcai submit`'s own script writer
-# (hpcai.cli.launch.submit_plan); only sbatch itself is a stand-in here (the real one runs in
+# (hpcai.submit.submit_plan); only sbatch itself is a stand-in here (the real one runs in
 # tests/integration/test_sweep_submit.py).
 
 def _exec_argv(script: Path) -> list[str]:

@@ -47,7 +47,7 @@ def sweep(
 
     from hpcai.console import err, out
     from hpcai.errors import UsageError
-    from hpcai.results import sweep as sw
+    from hpcai import sweep as sw
 
     if (wait or wait_timeout is not None) and not submit:
         raise UsageError("--wait waits for submitted jobs: use it with --submit")

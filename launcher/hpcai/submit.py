@@ -1,0 +1,145 @@
+"""Batch submission: the pure sbatch writer, submitting a plan, and waiting for the job.
+
+`hpcai submit` and `hpcai sweep --submit` write `<record>/submit.sbatch`: `#SBATCH` lines from
+the plan, then `exec hpcai launch …` with the same options, so inside the allocation the launch
+plans the step again (MASTER_ADDR/PORT from the job's nodes and id) and writes the run record
+itself. Every value on a `#` line passes `errors.one_line` and is shell-quoted; a value redaction
+hides (a `--password` argument, a URL's user-info) is read from HPCAI_SECRET_ARG_n on the `exec`
+line and handed to sbatch in its environment, like secret `--env` values.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from hpcai.errors import HpcaiError, UsageError, one_line
+from hpcai.redact import is_secret_pair, redact_argv, secret_items
+
+
+def options_argv(opts) -> list[str]:
+    """`hpcai launch` arguments that reproduce `opts` (secret --env values left to the environment)."""
+    out = ["--image", opts.image, "--nodes", str(opts.nodes)]
+    for flag, value in (("--ntasks-per-node", opts.ntasks_per_node), ("--gpus-per-node", opts.gpus_per_node),
+                        ("--cpus-per-task", opts.cpus_per_task), ("--time", opts.time),
+                        ("--partition", opts.partition), ("--account", opts.account), ("--site", opts.site),
+                        ("--runtime", opts.runtime), ("--backend", opts.backend), ("--mpi", opts.mpi),
+                        ("--nodelist", opts.nodelist), ("--output-dir", opts.output_dir), ("--data", opts.data)):
+        if value not in (None, ""):
+            out += [flag, str(value)]
+    for b in opts.binds:
+        out += ["--bind", b]
+    for p in opts.profiles:
+        out += ["--profile", p]
+    for a in opts.srun_args:
+        out.append(f"--srun-arg={a}")  # `=`: the value starts with a dash
+    for e in opts.env:  # a secret's value stays in the environment: `--env NAME` copies it in the job
+        name, _, value = e.partition("=")
+        out += ["--env", name if is_secret_pair(name, value) else e]
+    out += [flag for flag, on in (("--per-gpu", opts.per_gpu), ("--energy", opts.energy),
+                                  ("--no-entrypoint", opts.no_entrypoint)) if on]
+    if opts.cmd:
+        return out + ["--cmd", "--", *opts.cmd]
+    return out + ["--", opts.payload, *opts.payload_args]
+
+
+def line_value(what: str, value: object) -> str:
+    """A value for a `#SBATCH` or comment line of the batch script, shell-quoted. The one rule for
+    them: no control characters, since a newline would end the line and run the rest as a command
+    (before the #SBATCH block it would also make sbatch ignore every directive after it)."""
+    return shlex.quote(one_line(what, value))
+
+
+def sbatch_script(plan, opts, python: str) -> str:
+    """The batch script: #SBATCH lines from the plan, then `hpcai launch` inside the allocation.
+    Every value on a `#` line goes through line_value; each word of the exec line is quoted, or
+    read from the job's environment when it is secret."""
+    g = plan.geometry
+    run_dir = line_value("--output-dir", plan.run_dir)
+    lines = ["#!/bin/bash",
+             "# Written by `hpcai submit`. Inside the allocation, `hpcai launch` plans the step again",
+             "# (MASTER_ADDR/PORT from the job's nodes and id) and writes the run record into",
+             f"# {run_dir}.",
+             f"#SBATCH --job-name={line_value('payload', 'hpcai-' + plan.payload)}", f"#SBATCH --nodes={g.nodes}",
+             f"#SBATCH --ntasks-per-node={g.ntasks_per_node}"]
+    for key, value in (("gpus-per-node", g.gpus_per_node), ("cpus-per-task", g.cpus_per_task),
+                       ("time", g.time), ("partition", g.partition), ("account", g.account),
+                       ("nodelist", g.nodelist)):
+        if value:
+            lines.append(f"#SBATCH --{key}={line_value('--' + key, value)}")
+    lines.append(f"#SBATCH --output={run_dir}/slurm-%j.out")
+    lines += [f"#SBATCH {line_value('sbatch_options entry', o)}" for o in _site_sbatch(plan)]
+    lines += ["#", f"# The step as planned at submission (site {line_value('site', plan.site)}):"]
+    lines += ["#   " + ln for ln in plan.display().splitlines()]
+    argv = _job_argv(python, opts)
+    hidden = secret_args(argv)  # e.g. `--cmd -- tool --password V`: V is read from the job's environment
+    lines += ["set -eu", " ".join(f'"${{{hidden[i][0]}}}"' if i in hidden else shlex.quote(tok)
+                                  for i, tok in enumerate(argv))]
+    return "\n".join(lines) + "\n"
+
+
+def secret_args(argv: list[str]) -> dict[int, tuple[str, str]]:
+    """{position: (variable, token)} for the tokens redaction hides (a --password value, a URL's
+    user-info, …): a batch script reads them from HPCAI_SECRET_ARG_1, _2, … instead of holding
+    them (redact.py's one rule decides what is secret)."""
+    hidden = [i for i, (tok, shown) in enumerate(zip(argv, redact_argv(argv))) if tok != shown]
+    return {i: (f"HPCAI_SECRET_ARG_{n}", argv[i]) for n, i in enumerate(hidden, start=1)}
+
+
+def _job_argv(python: str, opts) -> list[str]:
+    """What the batch script runs: `hpcai launch` with the same options."""
+    return ["exec", python, "-m", "hpcai", "launch", *options_argv(opts)]
+
+
+def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
+    """Write <run_dir>/submit.sbatch and, if submit, hand it to sbatch; returns (script, job id or None).
+
+    Shared by `hpcai submit` and `hpcai sweep --submit`. Secret --env values go to sbatch's own
+    environment (the job inherits it), never into the script.
+    """
+    from hpcai.plan import parse_env
+
+    if plan.backend != "srun":
+        raise UsageError(f"submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
+    run_dir = Path(plan.run_dir)
+    opts.output_dir = str(run_dir)
+    text = sbatch_script(plan, opts, sys.executable)  # refused values leave no folder behind
+    run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # records are private (hpcai.record)
+    script = run_dir / "submit.sbatch"
+    script.write_text(text)
+    sys.stderr.write(f"sbatch script: {script}\n")
+    secrets = secret_items(parse_env(opts.env, dict(os.environ)))
+    secrets.update(secret_args(_job_argv(sys.executable, opts)).values())
+    if not submit:
+        if secrets:  # the script names them; their values must be in the environment of `sbatch`
+            sys.stderr.write(f"note: the script copies {', '.join(sorted(secrets))} from the environment it is "
+                             f"submitted from (values are never written into it): export them before "
+                             f"`sbatch {script}`\n")
+        return script, None
+    res = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True,
+                         env={**os.environ, **secrets}, check=False)
+    if res.returncode != 0:
+        raise HpcaiError(f"sbatch failed: {res.stderr.strip() or res.stdout.strip()}")
+    job_id = res.stdout.strip().split(";")[0]
+    (run_dir / "job_id").write_text(job_id + "\n")
+    return script, job_id
+
+
+def wait_for(job_id: str, run_dir, timeout_s: float | None) -> int:
+    """Wait for one submitted job; report how it ended; its exit code (0, 1, or 130 cancelled)."""
+    from hpcai import jobs
+
+    sys.stderr.write(f"waiting for job {job_id} …\n")
+    jobs.wait_for_jobs([job_id], timeout_s)
+    state, message = jobs.final_state(run_dir)
+    sys.stderr.write(f"job {job_id}: {message}\nrun record: {run_dir}\n")
+    return {"completed": 0, "cancelled": 130}.get(state, 1)
+
+
+def _site_sbatch(plan) -> tuple[str, ...]:
+    from hpcai.site import load_site  # planning read it already: no import cost here
+
+    return load_site(plan.site).sbatch_options
