@@ -17,33 +17,8 @@ import sys
 from pathlib import Path
 
 from hpcai.errors import HpcaiError, UsageError, one_line
-from hpcai.redact import is_secret_pair, redact_argv, secret_items
-
-
-def options_argv(opts) -> list[str]:
-    """`hpcai launch` arguments that reproduce `opts` (secret --env values left to the environment)."""
-    out = ["--image", opts.image, "--nodes", str(opts.nodes)]
-    for flag, value in (("--ntasks-per-node", opts.ntasks_per_node), ("--gpus-per-node", opts.gpus_per_node),
-                        ("--cpus-per-task", opts.cpus_per_task), ("--time", opts.time),
-                        ("--partition", opts.partition), ("--account", opts.account), ("--site", opts.site),
-                        ("--runtime", opts.runtime), ("--backend", opts.backend), ("--mpi", opts.mpi),
-                        ("--nodelist", opts.nodelist), ("--output-dir", opts.output_dir), ("--data", opts.data)):
-        if value not in (None, ""):
-            out += [flag, str(value)]
-    for b in opts.binds:
-        out += ["--bind", b]
-    for p in opts.profiles:
-        out += ["--profile", p]
-    for a in opts.srun_args:
-        out.append(f"--srun-arg={a}")  # `=`: the value starts with a dash
-    for e in opts.env:  # a secret's value stays in the environment: `--env NAME` copies it in the job
-        name, _, value = e.partition("=")
-        out += ["--env", name if is_secret_pair(name, value) else e]
-    out += [flag for flag, on in (("--per-gpu", opts.per_gpu), ("--energy", opts.energy),
-                                  ("--no-entrypoint", opts.no_entrypoint)) if on]
-    if opts.cmd:
-        return out + ["--cmd", "--", *opts.cmd]
-    return out + ["--", opts.payload, *opts.payload_args]
+from hpcai.options import options_argv
+from hpcai.redact import redact_argv, secret_items
 
 
 def line_value(what: str, value: object) -> str:

@@ -10,7 +10,8 @@ import pytest
 
 from test_plan_helpers import CRAY, check_golden
 
-from hpcai.submit import options_argv, sbatch_script
+from hpcai.options import options_argv
+from hpcai.submit import sbatch_script
 from hpcai.plan import LaunchOptions, plan_launch
 
 
@@ -114,17 +115,32 @@ def test_sites_and_doctor(hpcai):
     assert table.exit_code == 0 and "detected site" in table.stdout
 
 
-def test_fast_preview_parser_matches_the_typer_command():
-    """`launch` is parsed by argparse (no pydantic); both parsers must take the same options."""
+@pytest.mark.parametrize("name", ["launch", "submit", "sweep"])
+def test_every_launch_option_is_declared_once_and_reaches_each_command(name):
+    """issue 13: the options were declared in six places. typer's launch, submit and sweep and the
+    argparse fast path are all made from hpcai/options.py; each command takes every launch option
+    (sweep: all but the node count, host list and record folder, which its points set), with help."""
     import typer
 
-    from hpcai.cli.launch import FAST_OPTIONS
+    from hpcai import options
     from hpcai.cli.main import app
 
-    launch = typer.main.get_command(app).commands["launch"]
-    typer_opts = {p.name: (tuple(sorted(p.opts)), p.envvar) for p in launch.params if p.opts[0].startswith("-")}
-    fast = {dest: (tuple(sorted(flags)), envvar) for dest, flags, _, envvar in FAST_OPTIONS}
-    assert fast == typer_opts
+    table = {"launch": options.LAUNCH, "submit": options.SUBMIT, "sweep": options.SWEEP}[name]
+    command = typer.main.get_command(app).commands[name]
+    declared = {p.name: (tuple(sorted(p.opts + p.secondary_opts)), p.envvar, bool(p.help))
+                for p in command.params if p.opts[0].startswith("-")}
+    assert declared == {o.name: (tuple(sorted(o.flags[0].split("/") + list(o.flags[1:]))), o.envvar, True)
+                        for o in table}
+    every = {o.name for o in options.PLAN} - ({"nodes", "nodelist", "output_dir"} if name == "sweep" else set())
+    assert every <= set(declared)
+
+
+def test_the_fast_path_parses_the_same_table():
+    from hpcai import options
+
+    parser = options.argparse_parser(options.LAUNCH, lambda message: None)
+    flags = {flag for action in parser._actions for flag in action.option_strings}
+    assert flags == {flag for o in options.LAUNCH for flag in o.flags}
 
 
 @pytest.mark.parametrize("args", [
