@@ -23,8 +23,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from hpcai import record
+from hpcai.backends import get_backend
 from hpcai.errors import HpcaiError
 from hpcai.plan import LaunchOptions, LaunchPlan, plan_launch
+from hpcai.runtimes import get_runtime
 
 __all__ = ["LaunchOptions", "LaunchPlan", "LaunchFailed", "plan_launch", "run_launch", "run_repeated", "execute"]
 
@@ -172,7 +174,7 @@ def _stop(procs: list[subprocess.Popen], names: list[str], engine: str | None) -
 
 def _run_local(plan: LaunchPlan, logs: Path, sig: _Signals, started: Callable[[], None]
                ) -> tuple[dict[int, int], str]:
-    engine = plan.runtime if plan.runtime in ("docker", "podman") else None
+    engine = plan.runtime if get_runtime(plan.runtime).engine else None
     procs: list[subprocess.Popen] = []
     for rank, argv in enumerate(plan.rank_argvs):
         try:  # a log that cannot be made (full disk) or a binary that cannot start: no orphans
@@ -242,7 +244,7 @@ def _run_step(plan: LaunchPlan, logs: Path, sig: _Signals, started: Callable[[],
     codes = read_exit_files(logs)
     if state == "completed" and (proc.returncode or any(codes.values())):
         state = "failed"
-    if state != "completed" and plan.runtime in ("docker", "podman"):
+    if state != "completed" and get_runtime(plan.runtime).engine:
         _cleanup_containers(plan, logs)
     return codes, state, lines, proc.returncode
 
@@ -289,7 +291,7 @@ def _follow(path: Path, done: threading.Event) -> None:
 def _digest(plan: LaunchPlan) -> str | None:
     """docker/podman: the image Id; a SIF or SquashFS file: its sha256 (hpcai.digests)."""
     path = Path(plan.image)
-    if plan.runtime in ("docker", "podman"):
+    if get_runtime(plan.runtime).engine:
         from hpcai.engine import image_id
 
         return image_id(plan.runtime, plan.image)
@@ -385,7 +387,7 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
     # record is being finished must not leave it half-written (or print a traceback).
     with _Signals() as sig:
         try:
-            if plan.backend == "local":
+            if get_backend(plan.backend).per_rank:
                 codes, state = _run_local(plan, logs, sig, write_plan)
             else:
                 codes, state, srun_lines, rc = _run_step(plan, logs, sig, write_plan)

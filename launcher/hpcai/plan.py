@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from hpcai import record
-from hpcai.backends import Geometry, backend_prefix
+from hpcai.backends import Backend, Geometry, get_backend
 from hpcai.errors import HpcaiError, UsageError, has_control, one_line, unknown
 from hpcai.gpu import choose_gpu
 from hpcai.pmi import choose_pmi
-from hpcai.site import (BACKENDS, ENV_NAME, MPI_TYPES, Host, SiteProfile, bind_dest, bind_ok, resolve_site,
-                        site_binds, split_bind)
+from hpcai.runtimes import Runtime
+from hpcai.site import (ENV_NAME, MPI_TYPES, Host, SiteProfile, bind_dest, bind_ok, resolve_site, site_binds,
+                        split_bind)
 
 
 DATA_MOUNT = "/data"  # where --data appears inside the container (HPCAI_DATA)
@@ -229,10 +230,10 @@ def _payload(opts: LaunchOptions, valid: list[str] | None, family: str | None = 
     return PayloadCall(opts.payload, overrides, command, values, needs_mpi, srun_args)
 
 
-def _check_mpi_launch(call: PayloadCall, backend: str, geom: Geometry) -> None:
+def _check_mpi_launch(call: PayloadCall, backend: Backend, geom: Geometry) -> None:
     """A payload that needs one MPI world cannot run under the local backend with several ranks:
     its N containers would each be an MPI world of one (and report "ranks 1")."""
-    if call.needs_mpi and backend == "local" and geom.ntasks > 1 and not geom.per_gpu:
+    if call.needs_mpi and backend.per_rank and geom.ntasks > 1 and not geom.per_gpu:
         raise UsageError(f"payload {call.label} needs an MPI process manager, which the local backend is not "
                          f"({geom.ntasks} ranks would be {geom.ntasks} MPI worlds of 1): launch it with "
                          "srun --mpi=pmix (--backend srun) or mpirun (--backend mpiexec)")
@@ -300,7 +301,7 @@ def _scheduler_values(opts: LaunchOptions) -> None:
         raise UsageError("--image is empty: give a SIF or SquashFS file, an image folder or an image name")
 
 
-def _geometry(opts: LaunchOptions, site: SiteProfile, backend: str, env: dict[str, str],
+def _geometry(opts: LaunchOptions, site: SiteProfile, backend: Backend, env: dict[str, str],
               log_dir: str, profile_srun_args: tuple[str, ...] = ()) -> Geometry:
     for name, value in (("--nodes", opts.nodes), ("--ntasks-per-node", opts.ntasks_per_node),
                         ("--gpus-per-node", opts.gpus_per_node), ("--cpus-per-task", opts.cpus_per_task)):
@@ -318,17 +319,17 @@ def _geometry(opts: LaunchOptions, site: SiteProfile, backend: str, env: dict[st
     mpi = site.mpi if opts.mpi is None else opts.mpi
     if mpi and mpi not in MPI_TYPES:
         raise unknown("mpi type", mpi, MPI_TYPES)
-    if backend == "local" and opts.nodes != 1:
+    if backend.per_rank and opts.nodes != 1:
         raise UsageError(f"the local backend runs on this machine only: --nodes must be 1, got {opts.nodes}")
     return Geometry(
         nodes=opts.nodes, ntasks_per_node=tasks, cpus_per_task=cpus or 0, gpus_per_node=gpus,
         per_gpu=opts.per_gpu, mpi=mpi, distribution=site.distribution, cpu_bind=site.cpu_bind,
         partition=opts.partition or site.partition, account=opts.account or site.account,
         time=opts.time, nodelist=opts.nodelist, in_allocation=bool(env.get("SLURM_JOB_ID")),
-        log_dir=log_dir if backend == "srun" else "",
+        log_dir=log_dir if backend.slurm else "",
         # the site's srun options, then the profile's workflow's, then the user's own (last wins)
         extra=(*site.srun_options, *_srun_args((*profile_srun_args, *opts.srun_args)))
-        if backend == "srun" else ())
+        if backend.slurm else ())
 
 
 def _run_dir(opts: LaunchOptions, label: str, job_id: str | None) -> Path:
@@ -377,9 +378,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     site = resolve_site(opts.site, host)
     runtime_name = opts.runtime or site.runtime
     runtime = get_runtime(runtime_name)
-    backend = opts.backend or site.backend
-    if backend not in BACKENDS:
-        raise unknown("backend", backend, BACKENDS)
+    backend = get_backend(opts.backend or site.backend)
     if check and hasattr(runtime, "prefetch"):
         runtime.prefetch(opts.image)  # the engine answers while the binds are worked out
     container_env = {**site.env, **parse_env(opts.env, env_now)}
@@ -396,12 +395,12 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     image_payloads = [p for p in labels.get("hpcai.payloads", "").split(",") if p] or None
     call = _payload(opts, image_payloads, labels.get("hpcai.family"))
     label, command = call.label, call.command
-    job_id = env_now.get("SLURM_JOB_ID") if backend == "srun" else None
+    job_id = env_now.get("SLURM_JOB_ID") if backend.slurm else None
     run_dir = _run_dir(opts, label, job_id)
     log_dir = str(run_dir / record.LOGS)
     geom = _geometry(opts, site, backend, env_now, log_dir, call.srun_args)
     _check_mpi_launch(call, backend, geom)
-    if backend == "srun":
+    if backend.slurm:
         mpi, note = choose_pmi(labels.get("hpcai.mpi", ""), opts.mpi, site, call.needs_mpi)
         geom = _replace(geom, mpi=mpi)
         warnings += [note] if note else []
@@ -414,10 +413,10 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         payload=() if opts.cmd else tuple(command[1:]),  # hpcai-bench's arguments, for the runscript
         binds=tuple(binds), env=tuple(container_env.items()), secret_names=tuple(secret_env),
         gpu=gpu, containall=site.containall, cleanenv=site.cleanenv, apptainer_command=site.apptainer_command,
-        labels=(("hpcai.run", run_dir.name),) if runtime_name in ("docker", "podman") else (),
+        labels=(("hpcai.run", run_dir.name),) if runtime.engine else (),
         # ch-convert always writes /ch/environment; a hand-made image folder may lack it.
         image_env=not Path(opts.image).is_dir() or (Path(opts.image) / "ch" / "environment").is_file())
-    plan = LaunchPlan(site=site.name, site_source=site.source, backend=backend, runtime=runtime_name,
+    plan = LaunchPlan(site=site.name, site_source=site.source, backend=backend.name, runtime=runtime_name,
                       image=opts.image, payload=label, payload_vars=call.overrides, command=command,
                       profiles=list(opts.profiles), payload_values=call.values,
                       geometry=geom, binds=binds, container_env=container_env, argv=[],
@@ -427,10 +426,10 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     wrap = _energy_wrapper(run_dir) if opts.energy else (lambda argv: argv)
     if opts.energy:
         plan.warnings += _energy_preflight()
-    if backend == "local":
+    if backend.per_rank:
         plan = _plan_local(plan, spec, runtime, site, host, wrap)
     else:
-        plan = _plan_step(plan, spec, runtime, site, host, opts, wrap)
+        plan = _plan_step(plan, spec, runtime, backend, site, host, opts, wrap)
     if check and not opts.output_dir and not record.claim_name(Path(plan.run_dir)):
         # Another launch took this name between our look and our claim (runs started together):
         # plan again; the next look sees it taken and picks the following name.
@@ -445,7 +444,7 @@ def _plan_local(plan: LaunchPlan, spec: Any, runtime: Any, site: SiteProfile, ho
 
     port = int(plan.container_env.get("MASTER_PORT") or host.free_port())
     plan.master_addr, plan.master_port = "127.0.0.1", port
-    g, named = plan.geometry, plan.runtime in ("docker", "podman")
+    g, named = plan.geometry, runtime.engine
     for rank in range(g.ntasks):
         renv = rank_env(rank, g.ntasks, port, g.per_gpu, spec.gpu)
         renv = {k: v for k, v in renv.items() if k not in plan.container_env}  # --env wins
@@ -458,12 +457,12 @@ def _plan_local(plan: LaunchPlan, spec: Any, runtime: Any, site: SiteProfile, ho
     return plan
 
 
-def _plan_step(plan: LaunchPlan, spec: Any, runtime: Any, site: SiteProfile, host: Host,
+def _plan_step(plan: LaunchPlan, spec: Any, runtime: Runtime, backend: Backend, site: SiteProfile, host: Host,
                opts: LaunchOptions, wrap: Any) -> LaunchPlan:
     """srun / mpiexec: one argv for every task; the shim does the per-rank part on the node."""
     from hpcai import hostnames
 
-    g, env_now, backend, runtime_name = plan.geometry, host.environ(), plan.backend, plan.runtime
+    g, env_now = plan.geometry, host.environ()
     container_env, run_dir = plan.container_env, Path(plan.run_dir)
     # The allocation's first host is the step's only when the step spans the whole allocation.
     nodelist = opts.nodelist or (env_now.get("SLURM_JOB_NODELIST", "")
@@ -476,36 +475,36 @@ def _plan_step(plan: LaunchPlan, spec: Any, runtime: Any, site: SiteProfile, hos
         plan.warnings += [warn] if warn else []
     if plan.job_id or site.master_port:
         plan.master_port = hostnames.master_port(plan.job_id, site.master_port)
-    if not _needs_shim(runtime_name, site, backend, opts):
+    if not _needs_shim(runtime, site, backend, opts):
         # ch-run (and apptainer without --cleanenv) inherit SLURM_*; the image's entrypoint turns
         # them into rank variables, so no per-rank shim is needed.
         extra = {"MASTER_ADDR": plan.master_addr, "MASTER_PORT": plan.master_port,
                  "HPCAI_MASTER_ADDR_SUFFIX": None if plan.master_addr else site.master_addr_suffix}
         extra = {k: str(v) for k, v in extra.items() if v and k not in container_env}
         spec = _replace(spec, env=tuple({**extra, **container_env}.items()))
-        plan.argv = backend_prefix(backend, g) + wrap(runtime.argv(spec))
+        plan.argv = backend.prefix(g) + wrap(runtime.argv(spec))
         return plan
-    plan.argv = backend_prefix(backend, g) + wrap(
-        _shim(host, runtime_name, site, plan, run_dir, backend) + ["--"] + runtime.argv(spec))
+    plan.argv = backend.prefix(g) + wrap(
+        _shim(host, runtime, site, plan, run_dir, backend) + ["--"] + runtime.argv(spec))
     return plan
 
 
-def _needs_shim(runtime_name: str, site: SiteProfile, backend: str, opts: LaunchOptions) -> bool:
+def _needs_shim(runtime: Runtime, site: SiteProfile, backend: Backend, opts: LaunchOptions) -> bool:
     """The rank shim is needed for per-rank container names and environment forwarding, for
     PALS logs, for --per-gpu worlds, and when no entrypoint will set the rank variables."""
-    return (runtime_name in ("docker", "podman") or backend == "mpiexec" or opts.per_gpu
-            or opts.no_entrypoint or (runtime_name in ("apptainer", "singularity") and site.cleanenv))
+    return (runtime.engine or backend.shim_logs or opts.per_gpu or opts.no_entrypoint
+            or runtime.clean_env(site))
 
 
-def _shim(host: Host, runtime_name: str, site: SiteProfile, plan: LaunchPlan, run_dir: Path,
-          backend: str) -> list[str]:
+def _shim(host: Host, runtime: Runtime, site: SiteProfile, plan: LaunchPlan, run_dir: Path,
+          backend: Backend) -> list[str]:
     # Format: /bin/sh …/entrypoints/hpcai-shim --kind docker --name hpcai-{jobid}-RUN-{rank} --pass 'SLURM_*'
     #         [--suffix i] [--master-addr A] [--port P] [--per-gpu] --exit-dir RUN/logs
     log_dir = str(run_dir / record.LOGS)
-    shim = [*host.shim(), "--kind", runtime_name]
-    if runtime_name in ("docker", "podman"):
+    shim = [*host.shim(), "--kind", runtime.name]
+    if runtime.engine:
         shim += ["--name", f"hpcai-{{jobid}}-{run_dir.name}-{{rank}}"]
-    if runtime_name in ("docker", "podman") or (runtime_name in ("apptainer", "singularity") and site.cleanenv):
+    if runtime.clean_env(site):
         for pattern in site.pass_env:
             shim += ["--pass", pattern]
     if site.master_addr_suffix:
@@ -517,13 +516,13 @@ def _shim(host: Host, runtime_name: str, site: SiteProfile, plan: LaunchPlan, ru
     if plan.geometry.per_gpu:
         shim.append("--per-gpu")
     shim += ["--exit-dir", log_dir]
-    if backend == "mpiexec":
+    if backend.shim_logs:
         shim += ["--log-dir", log_dir]
     return shim
 
 
-def _secret_process_env(secrets: dict[str, str], runtime: Any) -> dict[str, str]:
-    prefix = getattr(runtime, "env_prefix", "")
+def _secret_process_env(secrets: dict[str, str], runtime: Runtime) -> dict[str, str]:
+    prefix = runtime.env_prefix
     return {**secrets, **{prefix + k: v for k, v in secrets.items() if prefix}}
 
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from hpcai.backends import BACKENDS  # the registries: no implementation is imported
 from hpcai.errors import UsageError, has_control, unknown
 from hpcai.resources import package_file
+from hpcai.runtimes import RUNTIMES
 
-BACKENDS = ("srun", "mpiexec", "local")
-RUNTIMES = ("apptainer", "singularity", "charliecloud", "docker", "podman")
 MPI_TYPES = ("pmi2", "pmix", "cray_shasta", "pspmix", "none")
 GPU_KINDS = ("nvidia", "amd", "none")
 # Forwarded into the container at run time even with a clean environment (values differ per rank).

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hpcai.backends import get_backend
 from hpcai.errors import HpcaiError, UsageError, one_line
 from hpcai.options import options_argv
 from hpcai.redact import redact_argv, secret_items
@@ -77,7 +78,7 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
     """
     from hpcai.plan import parse_env
 
-    if plan.backend != "srun":
+    if not get_backend(plan.backend).slurm:
         raise UsageError(f"submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
     run_dir = Path(plan.run_dir)
     opts.output_dir = str(run_dir)

@@ -162,6 +162,7 @@ def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]]
     Every point is planned before anything is submitted, so a bad option fails the whole sweep
     up front instead of leaving half a series queued.
     """
+    from hpcai.backends import get_backend
     from hpcai.plan import plan_launch
     from hpcai.submit import sbatch_script, submit_plan
 
@@ -173,7 +174,7 @@ def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]]
                       "payload_vars": point["payload_vars"], "runs_root": str(sweep_dir)}
             opts = _options(wanted)
             plan = plan_launch(opts, check=submit)
-            if plan.backend != "srun":
+            if not get_backend(plan.backend).slurm:
                 raise UsageError(f"sweep --submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
             sbatch_script(plan, opts, sys.executable)  # a value no batch script can hold fails here
             Path(plan.run_dir).mkdir(exist_ok=True)  # reserved (the plan claims it when it submits)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hpcai import hostnames
-from hpcai.backends import Geometry, backend_prefix
+from hpcai.backends import Geometry, get_backend
 from hpcai.backends.local import rank_env
 from hpcai.launch import failed_ranks
 
@@ -15,7 +15,7 @@ def test_srun_inside_allocation_is_a_step():
     g = Geometry(nodes=2, ntasks_per_node=4, cpus_per_task=72, gpus_per_node=4, mpi="pmix",
                  partition="p", account="a", time="1:00", in_allocation=True, log_dir="/r/logs",
                  extra=("--network=disable_rdzv_get",))
-    assert backend_prefix("srun", g) == [
+    assert get_backend("srun").prefix(g) == [
         "srun", "--nodes=2", "--ntasks-per-node=4", "--cpus-per-task=72", "--gpus-per-node=4",
         "--mpi=pmix", "--kill-on-bad-exit=1", "--output=/r/logs/rank-%t.out",
         "--error=/r/logs/rank-%t.err", "--network=disable_rdzv_get"]
@@ -23,9 +23,9 @@ def test_srun_inside_allocation_is_a_step():
 
 def test_mpiexec_and_local_prefix():
     g = Geometry(nodes=2, ntasks_per_node=4, cpus_per_task=16, cpu_bind="depth", nodelist="/pbs/nodes")
-    assert backend_prefix("mpiexec", g) == ["mpiexec", "-n", "8", "-ppn", "4", "--cpu-bind", "depth",
+    assert get_backend("mpiexec").prefix(g) == ["mpiexec", "-n", "8", "-ppn", "4", "--cpu-bind", "depth",
                                             "-d", "16", "--hostfile", "/pbs/nodes"]
-    assert backend_prefix("local", g) == []
+    assert get_backend("local").prefix(g) == []
 
 
 def test_local_rank_env():

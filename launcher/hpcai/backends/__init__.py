@@ -1,9 +1,15 @@
 """Backends: how ranks are started. srun and mpiexec return the token list put in front of each
-rank's command; local starts the ranks itself (hpcai.launch)."""
+rank's command; local starts the ranks itself (hpcai.launch).
+
+Each backend is one small module with a class the registry names; what differs between them is
+said by its attributes, so no other module tests a backend's name.
+"""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -31,14 +37,27 @@ class Geometry:
         return self.nodes * self.ntasks_per_node
 
 
-BACKENDS = ("srun", "mpiexec", "local")
+class Backend(Protocol):
+    name: str
+    per_rank: bool   # hpcai starts every rank itself, one argv each (no launcher process)
+    slurm: bool      # a Slurm step: the job id, srun's options, --mpi and per-rank log files apply
+    shim_logs: bool  # the launcher writes no per-rank files: the rank shim writes logs/rank-N.*
+
+    def prefix(self, geom: Geometry) -> list[str]:
+        """The tokens put in front of every rank's command ([] when hpcai starts the ranks)."""
+        ...
 
 
-def backend_prefix(name: str, geom: Geometry) -> list[str]:
-    from hpcai.backends import mpiexec, srun
+# name -> "module:class" (imported when used)
+_REGISTRY = {"srun": "srun:SrunBackend", "mpiexec": "mpiexec:MpiexecBackend", "local": "local:LocalBackend"}
+BACKENDS = tuple(_REGISTRY)
 
-    if name == "srun":
-        return srun.argv(geom)
-    if name == "mpiexec":
-        return mpiexec.argv(geom)
-    return []
+
+def get_backend(name: str) -> Backend:
+    from hpcai.errors import unknown
+
+    if name not in _REGISTRY:
+        raise unknown("backend", name, BACKENDS)
+    module, cls = _REGISTRY[name].split(":")
+    backend: Backend = getattr(importlib.import_module(f"hpcai.backends.{module}"), cls)()
+    return backend

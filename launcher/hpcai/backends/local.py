@@ -8,6 +8,18 @@ and sees one GPU.
 
 from __future__ import annotations
 
+from hpcai.backends import Geometry
+
+
+class LocalBackend:
+    name = "local"
+    per_rank = True
+    slurm = False
+    shim_logs = False  # hpcai opens each rank's log files itself
+
+    def prefix(self, geom: Geometry) -> list[str]:
+        return []
+
 
 def rank_env(rank: int, world: int, port: int, per_gpu: bool = False,
              gpu: str = "none") -> dict[str, str]:

@@ -21,3 +21,13 @@ def argv(g: Geometry) -> list[str]:
     if hostfile:
         out += ["--hostfile", hostfile]
     return out + list(g.extra)
+
+
+class MpiexecBackend:
+    name = "mpiexec"
+    per_rank = False
+    slurm = False
+    shim_logs = True
+
+    def prefix(self, geom: Geometry) -> list[str]:
+        return argv(geom)

@@ -35,3 +35,13 @@ def argv(g: Geometry) -> list[str]:
     if g.log_dir:
         out += [f"--output={g.log_dir}/rank-%t.out", f"--error={g.log_dir}/rank-%t.err"]
     return out + list(g.extra)
+
+
+class SrunBackend:
+    name = "srun"
+    per_rank = False
+    slurm = True
+    shim_logs = False  # srun --output/--error write logs/rank-%t.*
+
+    def prefix(self, geom: Geometry) -> list[str]:
+        return argv(geom)

@@ -147,7 +147,9 @@ def fast_launch(argv: list[str]) -> int | None:
         return None
     if not ns.image or (ns.dry_run and ns.as_json):
         return None
-    if ns.runtime in ("docker", "podman") and not (ns.dry_run or ns.as_json):
+    from hpcai.runtimes import RUNTIMES, get_runtime
+
+    if ns.runtime in RUNTIMES and get_runtime(ns.runtime).engine and not (ns.dry_run or ns.as_json):
         from hpcai.engine import prefetch
 
         prefetch(ns.runtime, ns.image)  # the engine answers while hpcai imports and plans

@@ -6,7 +6,9 @@ subclasses `docker`, changing only the binary and the flags that differ.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 ENTRYPOINT = "/opt/hpcai/bin/hpcai-entrypoint"
 BENCH = "/opt/hpcai/bin/hpcai-bench"
@@ -42,15 +44,36 @@ class ContainerSpec:
     extra: tuple[str, ...] = field(default=())
 
 
-def get_runtime(name: str):
+class Runtime(Protocol):
+    name: str
+    binary: str
+    env_prefix: str      # secrets reach the container as PREFIX+NAME in the runtime's environment
+    image_is_file: bool  # the image is a path (SIF, SquashFS, folder), not an engine's image name
+    engine: bool         # a container engine: one named, labelled container per rank, killed and
+                         # removed through the engine, the image Id asked from it (docker, podman)
+
+    def clean_env(self, site: Any) -> bool:
+        """The container starts with a clean environment, so the rank shim forwards the site's
+        pass_env variables into it."""
+        ...
+
+    def labels(self, image: str) -> dict[str, str]: ...
+
+    def argv(self, spec: ContainerSpec) -> list[str]: ...
+
+
+# name -> "module:class" (imported when used): singularity subclasses apptainer, podman docker
+_REGISTRY = {"apptainer": "apptainer:ApptainerRuntime", "singularity": "apptainer:SingularityRuntime",
+             "charliecloud": "charliecloud:CharliecloudRuntime", "docker": "docker:DockerRuntime",
+             "podman": "docker:PodmanRuntime"}
+RUNTIMES = tuple(_REGISTRY)
+
+
+def get_runtime(name: str) -> Runtime:
     from hpcai.errors import unknown
 
-    from hpcai.runtimes.apptainer import ApptainerRuntime, SingularityRuntime
-    from hpcai.runtimes.charliecloud import CharliecloudRuntime
-    from hpcai.runtimes.docker import DockerRuntime, PodmanRuntime
-
-    table = {r.name: r for r in (ApptainerRuntime, SingularityRuntime, CharliecloudRuntime,
-                                 DockerRuntime, PodmanRuntime)}
-    if name not in table:
-        raise unknown("runtime", name, table)
-    return table[name]()
+    if name not in _REGISTRY:
+        raise unknown("runtime", name, RUNTIMES)
+    module, cls = _REGISTRY[name].split(":")
+    runtime: Runtime = getattr(importlib.import_module(f"hpcai.runtimes.{module}"), cls)()
+    return runtime

@@ -15,6 +15,10 @@ class ApptainerRuntime:
     binary = "apptainer"
     env_prefix = "APPTAINERENV_"
     image_is_file = True
+    engine = False
+
+    def clean_env(self, site) -> bool:
+        return site.cleanenv  # --cleanenv per site (pass_env is forwarded explicitly)
 
     def labels(self, image: str) -> dict[str, str]:
         """The SIF's labels (kept from the Docker image by `hpcai sif`), by `apptainer inspect --json

@@ -15,7 +15,12 @@ from hpcai.runtimes import ContainerSpec
 class CharliecloudRuntime:
     name = "charliecloud"
     binary = "ch-run"
+    env_prefix = ""  # ch-run passes the environment on: secrets are inherited
     image_is_file = True
+    engine = False
+
+    def clean_env(self, site) -> bool:
+        return False  # ch-run inherits SLURM_* and the rest
 
     def labels(self, image: str) -> dict[str, str]:
         """A Charliecloud image (SquashFS or folder) carries no labels."""

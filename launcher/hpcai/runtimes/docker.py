@@ -13,9 +13,14 @@ from hpcai.runtimes import ContainerSpec
 class DockerRuntime:
     name = "docker"
     binary = "docker"
+    env_prefix = ""  # `-e NAME`: the value comes from docker's own environment
     image_is_file = False
+    engine = True
     gpu_flags = {"nvidia": ["--gpus", "all"],
                  "amd": ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video"]}
+
+    def clean_env(self, site) -> bool:
+        return True  # a container sees only what `-e` passes
 
     def argv(self, spec: ContainerSpec) -> list[str]:
         # Format: docker run --rm --init --network host --ipc host --name N -v S:D -e K=V IMG CMD…
