@@ -93,17 +93,7 @@ def builder_steps(spec: ImageSpec, hooks: list[PayloadHooks]) -> list[Step]:
     """Compile everything into PREFIX, stack first (rarely changes), payload hooks last."""
     steps = [Step("system packages (builder)", "system-packages.sh", ("builder",)),
              Step("python venv and framework", "python-venv.sh")]
-    if spec.from_source:
-        if spec.ofi or spec.mpi is not Mpi.NONE:
-            steps.append(Step("libfabric", "libfabric.sh"))
-        if spec.mpi is Mpi.OMPI:
-            steps += [Step("pmix", "pmix.sh"), Step("openmpi", "openmpi.sh")]
-        elif spec.mpi is Mpi.MPICH:
-            steps.append(Step("mpich", "mpich.sh"))
-        if spec.ofi and spec.family in ("cuda", "rocm"):
-            steps.append(Step("aws-ofi-nccl", "aws-ofi-nccl.sh"))
-    if spec.horovod:
-        steps.append(Step("horovod", "horovod.sh"))
+    steps += [Step(name, f"{name}.sh") for name in spec.stack()]
     for h in hooks:
         if h.build:
             steps.append(Step(f"payload {h.name} (build)", "payload-hook.sh", (h.name, h.build),
@@ -184,10 +174,11 @@ def ss_env(spec: ImageSpec) -> dict[str, str]:
 
 
 def build_env(spec: ImageSpec) -> dict[str, str]:
-    """Builder-only variables: component pins and the framework requirement."""
+    """Builder-only variables: the pins of the components this image downloads (no other pin
+    reaches the build, so changing one never invalidates an image that does not use it)."""
     env: dict[str, str] = {}
-    for _, src in spec.components:
-        env.update(src.env())
+    for name in sorted(spec.used_components()):
+        env.update(spec.sources[name].env())
     return env
 
 

@@ -172,8 +172,10 @@ class ImageSpec:
         packages (the upstream download hosts are not reachable everywhere CI runs)."""
         return self.family != "cpu"
 
-    def used_components(self) -> list[str]:
-        """Components this image downloads: the source-built stack and the payloads' sources."""
+    def stack(self) -> list[str]:
+        """The components built into the image by their own install script
+        (dockerfiles/install/<name>.sh), in build order: the one rule for which of them a spec
+        uses (render's build steps, the build environment, the labels and the tag all read it)."""
         used = []
         if self.from_source:
             if self.ofi or self.mpi is not Mpi.NONE:
@@ -183,9 +185,14 @@ class ImageSpec:
                 used.append("aws-ofi-nccl")
         if self.horovod:
             used.append("horovod")
+        return used
+
+    def used_components(self) -> list[str]:
+        """Components this image downloads: the stack and the payloads' sources (their install
+        hooks fetch them)."""
         payload_sources = {"osu": "osu-micro-benchmarks", "nccl-tests": "nccl-tests",
                            "rccl-tests": "rccl-tests"}
-        used += [payload_sources[p] for p in self.payloads if p in payload_sources]
+        used = [*self.stack(), *(payload_sources[p] for p in self.payloads if p in payload_sources)]
         return [n for n in used if n in self.sources]
 
     @property

@@ -37,39 +37,6 @@ RUN /opt/hpcai-build/install/python-venv.sh
 # Pinned sources: every download is checked against these sha256 (install/lib.sh: fetch).
 # sources/ holds pre-downloaded tarballs for air-gapped builds (may be empty).
 COPY sources/ /opt/hpcai-build/sources/
-ENV AWS_OFI_NCCL_VERSION="1.19.0" \
-    AWS_OFI_NCCL_URL="https://github.com/aws/aws-ofi-nccl/releases/download/v1.19.0/aws-ofi-nccl-1.19.0.tar.gz" \
-    AWS_OFI_NCCL_SHA256="fd8ecd15f0de88e07b2194637938dadcf247ad3b5150651dfd0bb0c4bb32ff3c" \
-    GDRCOPY_VERSION="2.5.1" \
-    GDRCOPY_URL="https://github.com/NVIDIA/gdrcopy/archive/v2.5.1.tar.gz" \
-    GDRCOPY_SHA256="c6d5ebb7dabb89d798f27609511735595004da73af28d93ac041bb5290c4cbec" \
-    HOROVOD_VERSION="0.28.1" \
-    HOROVOD_URL="https://files.pythonhosted.org/packages/e4/86/da559fcc1620ac7831a16ccb2ad3acb477a8da8a631f75a83b6410507210/horovod-0.28.1.tar.gz" \
-    HOROVOD_SHA256="92a43f5a94c43907a56805bad15f19700c62ffc83b7ca483f9e104e229f67ef0" \
-    LIBFABRIC_VERSION="2.5.1" \
-    LIBFABRIC_URL="https://github.com/ofiwg/libfabric/releases/download/v2.5.1/libfabric-2.5.1.tar.bz2" \
-    LIBFABRIC_SHA256="ac34788a52b3e4a3a1ef712ec29bc4261c63dfbd9e5e4d6e202a0c3687be368d" \
-    MPICH_VERSION="4.3.2" \
-    MPICH_URL="https://www.mpich.org/static/downloads/4.3.2/mpich-4.3.2.tar.gz" \
-    MPICH_SHA256="47d774587a7156a53752218c811c852e70ac44db9c502dc3f399b4cb817e3818" \
-    NCCL_TESTS_VERSION="2.17.6" \
-    NCCL_TESTS_URL="https://github.com/NVIDIA/nccl-tests/archive/v2.17.6.tar.gz" \
-    NCCL_TESTS_SHA256="38974e70342150ede0e3fb8fd24bfe60ccbde90fa20241716ba8bb338e6b61a0" \
-    OPENMPI_VERSION="5.0.10" \
-    OPENMPI_URL="https://download.open-mpi.org/release/open-mpi/v5.0/openmpi-5.0.10.tar.bz2" \
-    OPENMPI_SHA256="0acecc4fc218e5debdbcb8a41d182c6b0f1d29393015ed763b2a91d5d7374cc6" \
-    OSU_MICRO_BENCHMARKS_VERSION="7.5.2" \
-    OSU_MICRO_BENCHMARKS_URL="https://mvapich.cse.ohio-state.edu/download/mvapich/osu-micro-benchmarks-7.5.2.tar.gz" \
-    OSU_MICRO_BENCHMARKS_SHA256="618de3d0b1122f73a9229177d2da1e5cd62e431190580cb915f2605849cbbbdc" \
-    PMIX_VERSION="5.0.10" \
-    PMIX_URL="https://github.com/openpmix/openpmix/releases/download/v5.0.10/pmix-5.0.10.tar.bz2" \
-    PMIX_SHA256="78663f6b932589d68e24feaf7f8a948d60be68d91965f3effbacb4cd88cf9a95" \
-    RCCL_TESTS_VERSION="rocm-6.4.0" \
-    RCCL_TESTS_URL="https://github.com/ROCm/rccl-tests/archive/refs/tags/rocm-6.4.0.tar.gz" \
-    RCCL_TESTS_SHA256="unverified" \
-    UCX_VERSION="1.20.1" \
-    UCX_URL="https://github.com/openucx/ucx/releases/download/v1.20.1/ucx-1.20.1.tar.gz" \
-    UCX_SHA256="545c419a7b5e04643cb8bff5a19b3b5071a8f8f0605f1e8efb36f8f3d7bfb9d3"
 
 FROM debian:bookworm-slim
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
