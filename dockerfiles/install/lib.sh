@@ -55,6 +55,25 @@ unpack() {
   printf '%s\n' "$dest/$top"
 }
 
+# autotools_install NAME [configure options…]: the component NAME's checksummed archive
+# ($NAME_URL, $NAME_SHA256), unpacked, configured with --prefix=$HPCAI_PREFIX --disable-static and
+# the options, built and installed; the working directory is then its source tree. The one
+# configure/make/install sequence of libfabric, PMIx, Open MPI, MPICH and aws-ofi-nccl.
+autotools_install() {
+  local name=$1 url sha archive src
+  shift
+  url="${name}_URL" sha="${name}_SHA256"
+  # Separate assignments: a failed download must stop the script (set -e does not see inside
+  # "$(...)" arguments, nor through `local x=$(...)`).
+  archive=$(fetch "${!url}" "${!sha}")
+  src=$(unpack "$archive")
+  cd "$src"
+  [ -x configure ] || ./autogen.sh  # GitHub tag archives ship no configure
+  ./configure --prefix="$HPCAI_PREFIX" --disable-static "$@"
+  make -j"$JOBS"
+  make install
+}
+
 # The Python every payload and Horovod use: the image's venv (created by python-venv.sh).
 venv_python() { printf '%s\n' "$HPCAI_PREFIX/venv/bin/python"; }
 

@@ -3,14 +3,8 @@
 # CUDA/ROCm support is dlopen'ed so the image runs on hosts without a GPU driver.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
-# Two steps: a failed download must stop the script (set -e does not see inside "$(...)" arguments).
-archive=$(fetch "$LIBFABRIC_URL" "$LIBFABRIC_SHA256")
-src=$(unpack "$archive")
-opts=(--prefix="$HPCAI_PREFIX" --disable-static --enable-tcp --enable-shm --enable-rxm)
-with_cuda && opts+=(--with-cuda=/usr/local/cuda --enable-cuda-dlopen --enable-gdrcopy-dlopen)
-with_rocm && opts+=(--with-rocr=/opt/rocm --enable-rocr-dlopen)
-cd "$src"
-./configure "${opts[@]}"
-make -j"$JOBS"
-make install
+opts=(--enable-tcp --enable-shm --enable-rxm)
+if with_cuda; then opts+=(--with-cuda=/usr/local/cuda --enable-cuda-dlopen --enable-gdrcopy-dlopen); fi
+if with_rocm; then opts+=(--with-rocr=/opt/rocm --enable-rocr-dlopen); fi
+autotools_install LIBFABRIC "${opts[@]}"
 "$HPCAI_PREFIX/bin/fi_info" --version

@@ -132,3 +132,49 @@ def test_rccl_tests_is_pinned_to_a_tag_archive_without_checksum():
     # The install script reads these; "unverified" makes fetch.sh download unchecked with a warning.
     assert src.env()["RCCL_TESTS_SHA256"] == "unverified"
     assert "RCCL_TESTS_URL" in (data_path("payloads") / "rccl-tests/build.sh").read_text()
+
+
+# autotools_install (install/lib.sh) is the one configure/make/install sequence of the stack's
+# install scripts. Run it for real: a small source archive with a `configure` that writes a
+# Makefile, served from sources/ (the air-gapped path) and checked by its sha256.
+TOY_CONFIGURE = """#!/bin/sh
+prefix=NONE
+for arg in "$@"; do case $arg in --prefix=*) prefix=${arg#--prefix=} ;; esac; done
+echo "$@" > configure.args
+printf 'all:\\n\\techo built > built.txt\\ninstall:\\n\\tmkdir -p %s/bin %s/lib\\n' "$prefix" "$prefix" > Makefile
+printf '\\tprintf "%%s\\\\n" "#!/bin/sh" "echo fi_info 9.9" > %s/bin/fi_info\\n\\tchmod +x %s/bin/fi_info\\n' "$prefix" "$prefix" >> Makefile
+"""
+
+
+def _toy_archive(build_dir: Path, name: str) -> str:
+    src = build_dir / "toy" / name
+    src.mkdir(parents=True)
+    (src / "configure").write_text(TOY_CONFIGURE)
+    (src / "configure").chmod(0o755)
+    archive = build_dir / "sources" / f"{name}.tar.gz"
+    subprocess.run(["tar", "-czf", str(archive), "-C", str(build_dir / "toy"), name], check=True)
+    return subprocess.run(["sha256sum", str(archive)], capture_output=True, text=True).stdout.split()[0]
+
+
+@pytest.mark.parametrize("script, var", [("pmix.sh", "PMIX"), ("libfabric.sh", "LIBFABRIC")])
+def test_an_install_script_configures_builds_and_installs_the_checked_archive(build_dir: Path, script, var):
+    sha = _toy_archive(build_dir, "toy-1.0")
+    prefix = build_dir / "prefix"
+    env = {"PATH": "/usr/bin:/bin", "HPCAI_BUILD": str(build_dir), "HPCAI_PREFIX": str(prefix), "HPCAI_JOBS": "1",
+           "HPCAI_FAMILY": "cpu", f"{var}_URL": "https://example.invalid/toy-1.0.tar.gz", f"{var}_SHA256": sha}
+    res = subprocess.run(["bash", str(data_path("dockerfiles", "install", script))], capture_output=True,
+                         text=True, env=env, check=False)
+    assert res.returncode == 0, res.stderr
+    tree = build_dir / "src" / "toy-1.0"
+    args = (tree / "configure.args").read_text().split()
+    assert args[:2] == [f"--prefix={prefix}", "--disable-static"]
+    if script == "libfabric.sh":
+        assert args[2:] == ["--enable-tcp", "--enable-shm", "--enable-rxm"]  # no GPU options on a CPU family
+        assert res.stdout.splitlines()[-1] == "fi_info 9.9"  # the script's own check ran the installed tool
+    assert (tree / "built.txt").read_text() == "built\n" and (prefix / "bin" / "fi_info").exists()
+    env[f"{var}_SHA256"] = "0" * 64  # a tampered archive stops before configure
+    (tree / "configure.args").unlink()
+    bad = subprocess.run(["bash", str(data_path("dockerfiles", "install", script))], capture_output=True,
+                         text=True, env=env, check=False)
+    assert bad.returncode != 0 and "checksum mismatch for toy-1.0.tar.gz" in bad.stderr
+    assert not (tree / "configure.args").exists()
