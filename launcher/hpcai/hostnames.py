@@ -59,12 +59,6 @@ def first_host(nodelist: str) -> str:
     return hostlist.expand_hostlist(f"{prefix}[{first_range}]{head.rsplit(']', 1)[1]}")[0]
 
 
-def expand(nodelist: str) -> list[str]:
-    import hostlist
-
-    return hostlist.expand_hostlist(nodelist)
-
-
 def master_addr(nodelist: str, suffix: str = "",
                 resolve: Callable[[str], str | None] | None = None) -> tuple[str, str | None]:
     """(address, warning). With a suffix, `<host><suffix>` is resolved when `resolve` finds it."""

@@ -15,14 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-KINDS = ("str", "int", "float", "flag", "list", "switch")  # switch: --x/--no-x, None when not given
-
-
 @dataclass(frozen=True)
 class Opt:
     name: str                  # the parameter; also the LaunchOptions field unless `field` says otherwise
     flags: tuple[str, ...]
-    kind: str = "str"
+    kind: str = "str"          # str | int | float | flag | list | switch (--x/--no-x: None when not given)
     help: str = ""
     default: Any = None        # None: not given (the site's or the plan's default applies)
     envvar: str | None = None

@@ -26,7 +26,6 @@ from typing import Any
 
 from hpcai.errors import UsageError
 
-METHODS = ("pynvml", "rocm", "gh", "gc")
 _LOCAL_RANK_VARS = ("SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "LOCAL_RANK")
 
 
