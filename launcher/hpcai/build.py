@@ -60,7 +60,9 @@ def build_argv(spec: ImageSpec, builder: str, context: Path, no_cache: bool = Fa
     return argv + [str(context)]
 
 
-def build_env(builder: str) -> dict[str, str]:
+def builder_env(builder: str) -> dict[str, str]:
+    """The builder process's environment: docker's classic builder (BuildKit's output is not the
+    step log hpcai follows)."""
     env = dict(os.environ)
     if builder == "docker":
         env["DOCKER_BUILDKIT"] = "0"
@@ -118,7 +120,7 @@ def run_build(spec: ImageSpec, builder: str, context: Path, no_cache: bool = Fal
     with log.open("w") as fh, Status("", console=err) as status:
         fh.write(f"$ {shlex.join(argv)}\n")
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env=build_env(builder), text=True, errors="replace")
+                                env=builder_env(builder), text=True, errors="replace")
         assert proc.stdout is not None
         for line in proc.stdout:
             fh.write(line)

@@ -94,7 +94,7 @@ class Variable:
 
 
 @dataclass(frozen=True)
-class Metric:
+class MetricSpec:
     """How to read one number out of a run: a regex group or a JSON key, and how to judge it."""
 
     name: str
@@ -117,7 +117,7 @@ class PayloadManifest:
     install: dict[str, InstallSteps]
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
     variables: tuple[Variable, ...] = ()
-    metrics: tuple[Metric, ...] = ()
+    metrics: tuple[MetricSpec, ...] = ()
     sanity: tuple[str, ...] = ()
     parser: str | None = None
     synthetic: bool = False
@@ -214,9 +214,9 @@ def _variables(raw: dict[str, Any]) -> tuple[Variable, ...]:
     )
 
 
-def _metrics(raw: dict[str, Any]) -> tuple[Metric, ...]:
+def _metrics(raw: dict[str, Any]) -> tuple[MetricSpec, ...]:
     keys = ("unit", "better", "headline", "regex", "file", "key", "reduce")
-    return tuple(Metric(name, **{k: spec[k] for k in keys if k in spec})
+    return tuple(MetricSpec(name, **{k: spec[k] for k in keys if k in spec})
                  for name, spec in raw.get("metrics", {}).items())
 
 

@@ -379,8 +379,8 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     runtime_name = opts.runtime or site.runtime
     runtime = get_runtime(runtime_name)
     backend = get_backend(opts.backend or site.backend)
-    if check and hasattr(runtime, "prefetch"):
-        runtime.prefetch(opts.image)  # the engine answers while the binds are worked out
+    if check:
+        runtime.prefetch(opts.image)  # an engine answers while the binds are worked out
     container_env = {**site.env, **parse_env(opts.env, env_now)}
     secret_env = secret_items(container_env)  # by name or by value (URL user-info, AccountKey=…)
     container_env = {k: v for k, v in container_env.items() if k not in secret_env}
@@ -541,9 +541,7 @@ def _energy_preflight() -> list[str]:
 
 
 def _energy_wrapper(run_dir: Path):
-    try:
-        from hpcai.results.energy import wrap_argv
-    except ImportError:
-        raise UsageError("--energy needs hpcai.results.energy, which this installation lacks") from None
+    from hpcai.results.energy import wrap_argv
+
     energy_dir = str(run_dir / record.ENERGY)
     return lambda argv: wrap_argv(list(argv), energy_dir)

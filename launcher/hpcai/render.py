@@ -173,7 +173,7 @@ def ss_env(spec: ImageSpec) -> dict[str, str]:
     return {"LD_LIBRARY_PATH": f"{HPC_LIBS_IN_IMAGE}:$LD_LIBRARY_PATH", "HPCAI_HPC_LIBS": HPC_LIBS_IN_IMAGE}
 
 
-def build_env(spec: ImageSpec) -> dict[str, str]:
+def source_pins(spec: ImageSpec) -> dict[str, str]:
     """Builder-only variables: the pins of the components this image downloads (no other pin
     reaches the build, so changing one never invalidates an image that does not use it)."""
     env: dict[str, str] = {}
@@ -199,13 +199,13 @@ def _jinja(kind: str):
     return env
 
 
-def context(spec: ImageSpec) -> dict:
+def template_values(spec: ImageSpec) -> dict:
     hooks = payload_hooks(spec)
     apt_name = spec.apt_sources.name if spec.apt_sources else ""
     return {
         "spec": spec, "prefix": PREFIX, "build_dir": BUILD_DIR, "hpc_libs_dir": HPC_LIBS_IN_IMAGE,
         "builder_steps": builder_steps(spec, hooks), "final_steps": final_steps(spec, hooks),
-        "stage_env": stage_env(spec), "stack_env": stack_env(spec), "flavor_env": flavor_env(spec), "build_env": build_env(spec), "runtime_env": runtime_env(spec),
+        "stage_env": stage_env(spec), "stack_env": stack_env(spec), "flavor_env": flavor_env(spec), "source_pins": source_pins(spec), "runtime_env": runtime_env(spec),
         "ss_env": ss_env(spec),
         "labels": spec.labels(), "hooks": hooks,
         "apt_sources_name": apt_name,
@@ -225,7 +225,7 @@ def render(spec: ImageSpec, fmt: str = "docker", bootstrap: str = "docker") -> s
     if bootstrap not in BOOTSTRAPS:
         raise unknown("bootstrap", bootstrap, BOOTSTRAPS)
     template = "Dockerfile.j2" if fmt == "docker" else "hpcai.def.j2"
-    return _jinja(fmt).get_template(template).render(**context(spec), bootstrap=bootstrap)
+    return _jinja(fmt).get_template(template).render(**template_values(spec), bootstrap=bootstrap)
 
 
 class Written(str):

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hpcai.errors import HpcaiError, UsageError
+from hpcai.errors import UsageError
 
 SWEEP_FILE = "sweep.json"
 
@@ -119,11 +119,11 @@ def run_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], s
     failed (a failed point leaves its record and the sweep goes on); default hpcai.launch's
     run_launch. Tests pass their own.
     """
+    from hpcai import launch as launcher
+    from hpcai.launch import LaunchFailed
     from hpcai.record import read_status
 
     if launch is None:
-        from hpcai import launch as launcher
-
         launch = functools.partial(launcher.run_launch, check=False)
 
     sweep_dir = sweep_dir.absolute()  # claimed by the caller (claim)
@@ -134,8 +134,8 @@ def run_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], s
         interrupted = False
         try:
             run_dir = Path(launch(_options(wanted)))
-        except HpcaiError as exc:
-            if getattr(exc, "exit_code", 1) != 130 or getattr(exc, "run_dir", None) is None:
+        except LaunchFailed as exc:
+            if exc.exit_code != 130:
                 if not runs:
                     unclaim(sweep_dir)
                 raise
@@ -148,8 +148,6 @@ def run_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], s
         _write(sweep_dir, payload, runs)
         status = read_status(run_dir)
         if interrupted or (status is not None and status.state == "cancelled"):  # Ctrl-C stops the sweep
-            from hpcai.launch import LaunchFailed
-
             raise LaunchFailed(f"the sweep was cancelled at point {len(runs)}; {sweep_dir} holds what ran",
                                run_dir, 130)
     return [Path(r["run_dir"]) for r in runs]

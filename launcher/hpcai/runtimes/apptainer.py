@@ -20,6 +20,9 @@ class ApptainerRuntime:
     def clean_env(self, site) -> bool:
         return site.cleanenv  # --cleanenv per site (pass_env is forwarded explicitly)
 
+    def prefetch(self, image: str) -> None:
+        """A file's labels are read when asked: nothing to start early."""
+
     def labels(self, image: str) -> dict[str, str]:
         """The SIF's labels (kept from the Docker image by `hpcai sif`), by `apptainer inspect --json
         --labels`: {"data": {"attributes": {"labels": {…}}}}. {} where the binary is not installed

@@ -22,6 +22,9 @@ class CharliecloudRuntime:
     def clean_env(self, site) -> bool:
         return False  # ch-run inherits SLURM_* and the rest
 
+    def prefetch(self, image: str) -> None:
+        """A file's labels are read when asked: nothing to start early."""
+
     def labels(self, image: str) -> dict[str, str]:
         """A Charliecloud image (SquashFS or folder) carries no labels."""
         return {}
