@@ -25,6 +25,7 @@ from pathlib import Path
 from hpcai import record
 from hpcai.backends import get_backend
 from hpcai.errors import HpcaiError
+from hpcai.output import say, warn
 from hpcai.plan import LaunchOptions, LaunchPlan, plan_launch
 from hpcai.runtimes import get_runtime
 
@@ -65,7 +66,7 @@ def run_repeated(opts: LaunchOptions, repeat: int, echo: bool = False) -> list[P
     runs, failed = [], []
     for i in range(1, repeat + 1):
         if echo:
-            sys.stderr.write(f"repetition {i} of {repeat}\n")
+            say(f"repetition {i} of {repeat}")
         run_dir = run_launch(each, check=False, echo=echo)
         runs.append(run_dir)
         state = record.read_json(run_dir / record.STATUS).get("state")
@@ -350,14 +351,14 @@ def _finalize_metrics(run_dir: Path, writes: _Writes) -> None:
     except OSError as exc:
         writes.failed[record.METRICS] = exc.strerror or str(exc)
     except Exception as exc:  # noqa: BLE001 - any parser fault: the run itself is recorded
-        sys.stderr.write(f"warning: {run_dir / record.METRICS} not written: {exc}\n")
+        warn(f"{run_dir / record.METRICS} not written: {exc}")
 
 
 def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
     run_dir = Path(plan.run_dir)
     try:  # before the record is started: stderr that fails (/dev/full) leaves no record behind
         for w in plan.warnings:
-            sys.stderr.write(f"warning: {w}\n")  # plain stderr: importing rich would cost ~0.1 s
+            warn(w)
     except OSError:
         record.abandon(run_dir)  # the folder planning claimed
         raise
@@ -419,7 +420,7 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
         writes.json(record.PLAN, data)
         if plan.payload != "cmd":  # a raw command has no parser to run
             _finalize_metrics(run_dir, writes)
-    sys.stderr.write(f"run record: {run_dir}\n")
+    say(f"run record: {run_dir}")
     problem = writes.problem()
     if problem:
         raise LaunchFailed(f"the run {state}, but {problem}", run_dir, 130 if sig.received else 1)

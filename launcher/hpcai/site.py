@@ -204,7 +204,9 @@ def detect_site(host: Host | None = None) -> str:
         try:
             patterns = load_site(name).hostnames
         except UsageError as exc:
-            sys.stderr.write(f"warning: site {name} skipped in detection: {exc}\n")
+            from hpcai.output import warn
+
+            warn(f"site {name} skipped in detection: {exc}")
             continue
         for pattern in patterns:
             if any(re.search(pattern, n) for n in names if n):

@@ -19,6 +19,7 @@ from pathlib import Path
 from hpcai.backends import get_backend
 from hpcai.errors import HpcaiError, UsageError, one_line
 from hpcai.options import options_argv
+from hpcai.output import say
 from hpcai.redact import redact_argv, secret_items
 
 
@@ -86,14 +87,13 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # records are private (hpcai.record)
     script = run_dir / "submit.sbatch"
     script.write_text(text)
-    sys.stderr.write(f"sbatch script: {script}\n")
+    say(f"sbatch script: {script}")
     secrets = secret_items(parse_env(opts.env, dict(os.environ)))
     secrets.update(secret_args(_job_argv(sys.executable, opts)).values())
     if not submit:
         if secrets:  # the script names them; their values must be in the environment of `sbatch`
-            sys.stderr.write(f"note: the script copies {', '.join(sorted(secrets))} from the environment it is "
-                             f"submitted from (values are never written into it): export them before "
-                             f"`sbatch {script}`\n")
+            say(f"note: the script copies {', '.join(sorted(secrets))} from the environment it is submitted "
+                f"from (values are never written into it): export them before `sbatch {script}`")
         return script, None
     res = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True,
                          env={**os.environ, **secrets}, check=False)
@@ -108,10 +108,10 @@ def wait_for(job_id: str, run_dir, timeout_s: float | None) -> int:
     """Wait for one submitted job; report how it ended; its exit code (0, 1, or 130 cancelled)."""
     from hpcai import jobs
 
-    sys.stderr.write(f"waiting for job {job_id} …\n")
+    say(f"waiting for job {job_id} …")
     jobs.wait_for_jobs([job_id], timeout_s)
     state, message = jobs.final_state(run_dir)
-    sys.stderr.write(f"job {job_id}: {message}\nrun record: {run_dir}\n")
+    say(f"job {job_id}: {message}\nrun record: {run_dir}")
     return {"completed": 0, "cancelled": 130}.get(state, 1)
 
 

@@ -48,10 +48,9 @@ def register(app: typer.Typer) -> None:
         rows = [(what, probe(how), hint) for what, how, hint in CHECKS]
         site = detect_site()
         if as_json:
-            import json
+            from hpcai.output import emit_json
 
-            print(json.dumps({"site": site, "checks": [{"name": w, "found": f, "hint": h}
-                                                       for w, f, h in rows]}, indent=2))
+            emit_json({"site": site, "checks": [{"name": w, "found": f, "hint": h} for w, f, h in rows]})
             return
         from rich.table import Table
 

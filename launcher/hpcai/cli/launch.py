@@ -8,9 +8,8 @@ parsed by `fast_launch` (argparse), typer only serves --help and unusual input.
 
 from __future__ import annotations
 
-import sys
-
 from hpcai.options import LAUNCH, SUBMIT, argparse_parser, command, plan_fields
+from hpcai.output import emit, emit_json, say
 
 TYPE_CHECKING = False  # imports stay lazy: `hpcai launch` starts its image check before the rest
 if TYPE_CHECKING:
@@ -88,7 +87,7 @@ def submit_cmd(words: list[str] | None, cmd: bool, repeat: int, no_submit: bool,
     for _ in range(repeat):  # planned one after the other: each takes the next free record name
         each = replace(opts)  # submit_plan sets its output_dir to the record it writes
         script, job_id = batch.submit_plan(plan_launch(each, check=not no_submit), each, submit=not no_submit)
-        sys.stdout.write((job_id or str(script)) + "\n")
+        emit(job_id or str(script))
         jobs.append((script, job_id))
     if wait or wait_timeout is not None:
         raise typer.Exit(max(batch.wait_for(job_id, script.parent, wait_timeout) for script, job_id in jobs))
@@ -110,12 +109,12 @@ def register(app: typer.Typer) -> None:
 
 def _describe(plan) -> None:
     g = plan.geometry
-    sys.stderr.write(f"# site: {plan.site} ({plan.site_source})\n"
-                     f"# backend: {plan.backend}  runtime: {plan.runtime}  nodes: {g.nodes}  "
-                     f"ranks/node: {g.ntasks_per_node}  gpus/node: {g.gpus_per_node}  "
-                     f"mpi: {g.mpi or 'default'}\n# run record: {plan.run_dir}\n")
+    say(f"# site: {plan.site} ({plan.site_source})\n"
+        f"# backend: {plan.backend}  runtime: {plan.runtime}  nodes: {g.nodes}  "
+        f"ranks/node: {g.ntasks_per_node}  gpus/node: {g.gpus_per_node}  "
+        f"mpi: {g.mpi or 'default'}\n# run record: {plan.run_dir}")
     for w in plan.warnings:
-        sys.stderr.write(f"# warning: {w}\n")
+        say(f"# warning: {w}")
 
 
 # ---- fast preview ---------------------------------------------------------------------------
@@ -170,9 +169,7 @@ def fast_launch(argv: list[str]) -> int | None:
 
 def _preview(plan, as_json: bool) -> None:
     if as_json:
-        import json
-
-        sys.stdout.write(json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n")
+        emit_json(plan.to_json(), sort_keys=True)
         return
     _describe(plan)
-    sys.stdout.write(plan.display() + "\n")
+    emit(plan.display())

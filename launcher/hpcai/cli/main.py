@@ -37,7 +37,9 @@ def _build_app() -> Any:
 
     def _version(value: bool) -> None:
         if value:
-            print(f"hpcai {__version__}")
+            from hpcai.output import emit
+
+            emit(f"hpcai {__version__}")
             raise typer.Exit()
 
     @app.callback()

@@ -11,6 +11,8 @@ from typing import Optional
 
 import typer
 
+from hpcai.output import emit, emit_json
+
 results_app = typer.Typer(
     help="Turn run records and logs into metrics, comparisons, exports and plots.",
     no_args_is_help=True,
@@ -64,9 +66,6 @@ def parse_cmd(
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs of the run (HF TFLOP/s per GPU)."),
 ) -> None:
     """Parse log files with a payload's parser and print the metrics (logs of any size: read once, line by line)."""
-    import json
-    import sys
-
     from hpcai.console import cell, err, plain
     from hpcai.errors import UsageError
     from hpcai.results import tflops
@@ -84,7 +83,7 @@ def parse_cmd(
     if facts or gpus:
         tflops.add_to_result(result, {"payload_vars": facts, "nodes": 1, "gpus_per_node": gpus})
     if as_json:  # written as is: rich would scan every character of a long --rows document
-        sys.stdout.write(json.dumps(summary(result, rows), indent=2, default=str) + "\n")
+        emit_json(summary(result, rows))
         return
     from rich.table import Table
 
@@ -146,9 +145,7 @@ def export_cmd(
     if output:
         output.write_text(text)
     else:
-        import sys
-
-        sys.stdout.write(text)
+        emit(text)
 
 
 @results_app.command("compare")

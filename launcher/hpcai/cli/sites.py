@@ -19,11 +19,10 @@ def register(app: typer.Typer) -> None:
         detected = detect_site()
         rows = [load_site(n) for n in available_sites()]
         if as_json:
-            import json
+            from hpcai.output import emit_json
 
-            print(json.dumps([{"name": s.name, "detected": s.name == detected, "backend": s.backend,
-                               "runtime": s.runtime, "mpi": s.mpi, "gpu": s.gpu,
-                               "source": s.source} for s in rows], indent=2))
+            emit_json([{"name": s.name, "detected": s.name == detected, "backend": s.backend, "runtime": s.runtime,
+                        "mpi": s.mpi, "gpu": s.gpu, "source": s.source} for s in rows])
             return
         from rich.table import Table
 
@@ -39,7 +38,6 @@ def register(app: typer.Typer) -> None:
     def show(name: str = typer.Argument(..., help="Site name."),
              as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
         """Every field of one site profile, with defaults filled in and binds resolved on this host."""
-        import json
         from dataclasses import asdict
 
         from hpcai.redact import redact_env
@@ -51,7 +49,9 @@ def register(app: typer.Typer) -> None:
         data = {**asdict(site), "env": redact_env(site.env), "resolved_binds": [f"{s}:{d}" for s, d in binds],
                 "warnings": warnings}
         if as_json:
-            print(json.dumps(data, indent=2))
+            from hpcai.output import emit_json
+
+            emit_json(data)
             return
         from hpcai.console import out
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcai.errors import UsageError
+from hpcai.output import say
 
 _LOCAL_RANK_VARS = ("SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "LOCAL_RANK")
 
@@ -106,7 +107,7 @@ def _measure(energy_dir: Path, methods: str, argv: list[str]) -> int:
     host = _host()
     exit_file = energy_dir / f"exit-code-{host}.txt"
     if not chosen or jpwr is None:
-        print(f"hpcai-energy: no power source or jpwr on {host}; not measuring", file=sys.stderr)
+        say(f"hpcai-energy: no power source or jpwr on {host}; not measuring")
         return _run_and_record(exit_file, argv)
     child = [sys.executable, "-m", "hpcai.results.energy", "--record-exit", str(exit_file), "--", *argv]
     cmd = [*jpwr, "--methods", *chosen, "--df-out", str(energy_dir / host), "--df-filetype", "csv", "--", *child]
@@ -120,7 +121,7 @@ def _measure(energy_dir: Path, methods: str, argv: list[str]) -> int:
 def main(args: list[str]) -> int:
     """`python -m hpcai.results.energy (--dir D --methods M | --record-exit F) -- cmd...`"""
     if "--" not in args:
-        print("usage: python -m hpcai.results.energy --dir DIR --methods M -- cmd ...", file=sys.stderr)
+        say("usage: python -m hpcai.results.energy --dir DIR --methods M -- cmd ...")
         return 2
     split = args.index("--")
     opts, argv = args[:split], args[split + 1:]
