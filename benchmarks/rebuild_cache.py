@@ -48,7 +48,7 @@ def private_base(base: str, tmp: Path) -> str:
 def main() -> int:
     import hpcai.payloads
     from conftest import pip_build_inputs
-    from hpcai.spec import make_spec
+    from hpcai.image.spec import make_spec
 
     inputs = pip_build_inputs()
     with tempfile.TemporaryDirectory(prefix="hpcai-bench-") as tmp:

@@ -25,9 +25,9 @@ def data_path(*parts: str) -> Path:
     return data_root().joinpath(*parts)
 
 
-def package_file(name: str) -> Path:
-    """A data file shipped inside the package itself (flavors.toml, components.toml, sites/…)."""
-    return _PKG / name
+def package_file(*parts: str) -> Path:
+    """A data file shipped inside the package itself (image/flavors.toml, run/sites/…)."""
+    return _PKG.joinpath(*parts)
 
 
 @functools.cache

@@ -198,6 +198,6 @@ def test_bad_options_exit_2(shell, options, message):
 
 
 def test_plans_point_at_this_file():
-    from hpcai.site import Host
+    from hpcai.run.site import Host
 
     assert Host().shim() == ["/bin/sh", str(SHIM)]

@@ -12,7 +12,7 @@ shellcheck -x -P SCRIPTDIR "${scripts[@]}"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-flavors=$(sed -n 's/^\[flavors\.\(.*\)\]$/\1/p' launcher/hpcai/flavors.toml)
+flavors=$(sed -n 's/^\[flavors\.\(.*\)\]$/\1/p' launcher/hpcai/image/flavors.toml)
 for flavor in $flavors; do
   hpcai render "$flavor" --format docker > "$tmp/Dockerfile.$flavor"
 done

@@ -1,4 +1,4 @@
-"""hpcai.pmi's table proven on the real Slurm cluster, then the launcher using it.
+"""hpcai.run.pmi's table proven on the real Slurm cluster, then the launcher using it.
 
 1. Each (MPI, srun --mpi type) pair, with Debian's Open MPI 4.1 (the MPI of the CPU image, through
    python3-mpi4py) and Debian's MPICH 4.0 (a C program built with mpicc.mpich), on 2 nodes: the
@@ -18,7 +18,7 @@ import subprocess
 import pytest
 from engines import CLUSTER_MPI_ENV
 
-from hpcai.pmi import PMI_FOR_MPI
+from hpcai.run.pmi import PMI_FOR_MPI
 
 pytestmark = pytest.mark.slurm
 ENV = {**os.environ, "USER": os.environ.get("USER") or "root"}

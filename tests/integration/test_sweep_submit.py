@@ -69,6 +69,6 @@ def test_submit_wait_reports_the_failed_rank(tmp_path, hpcai_exe, pytorch_cpu_im
     assert f"job {job_id}: rank 1 (exit code 3) failed" in res.stderr
     status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "failed" and status["failed_ranks"] == [1]
-    from hpcai import jobs
+    from hpcai.run import jobs
 
     assert jobs.queued([job_id, "999999"]) == []  # ended and unknown ids alike: nothing queued

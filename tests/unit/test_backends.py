@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from hpcai import hostnames
-from hpcai.backends import Geometry, get_backend
-from hpcai.backends.local import rank_env
-from hpcai.launch import failed_ranks
+from hpcai.run import hostnames
+from hpcai.run.backends import Geometry, get_backend
+from hpcai.run.backends.local import rank_env
+from hpcai.run.launch import failed_ranks
 
 
 def test_srun_inside_allocation_is_a_step():

@@ -184,7 +184,7 @@ def test_rccl_tests_render_needs_allow_unverified(hpcai, monkeypatch):
 def test_progress_counts_steps_across_podman_stages():
     """Step lines as the real builders print them: docker's classic builder numbers the whole
     Dockerfile, podman/buildah each stage (lines from a real `hpcai build --builder podman` log)."""
-    from hpcai.build import parse_step
+    from hpcai.image.build import parse_step
 
     docker: dict[str, int] = {}
     assert parse_step("Step 7/40 : RUN bash /opt/hpcai-build/install/openmpi.sh", docker) == (

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcai import components
-from hpcai.components import UNVERIFIED
+from hpcai.image import components
+from hpcai.image.components import UNVERIFIED
 from hpcai.errors import UsageError
 from hpcai.resources import data_path
 

@@ -1,4 +1,4 @@
-"""GPU flags follow the requested geometry and the image's vendor (hpcai.gpu), not only the site:
+"""GPU flags follow the requested geometry and the image's vendor (hpcai.run.gpu), not only the site:
 the rule as a function, then real dry-runs against images in the local Docker engine that carry an
 hpcai.family label (tiny images made from the Debian base), and a SIF read by a FAKE apptainer."""
 
@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from hpcai.gpu import choose_gpu
+from hpcai.run.gpu import choose_gpu
 
 
 @pytest.mark.parametrize("site_gpu, gpus, family, want", [

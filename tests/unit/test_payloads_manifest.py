@@ -21,7 +21,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 NAMES = payloads.available_payloads()
-FLAVORS = tomllib.loads(package_file("flavors.toml").read_text())["flavors"]
+FLAVORS = tomllib.loads(package_file("image", "flavors.toml").read_text())["flavors"]
 ROOT = payloads.payloads_root()
 
 

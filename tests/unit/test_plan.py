@@ -6,7 +6,7 @@ import pytest
 from test_plan_helpers import CRAY, SHIM_PATH, FakeHost, check_golden
 
 from hpcai.errors import UsageError
-from hpcai.plan import LaunchOptions, plan_launch
+from hpcai.run.plan import LaunchOptions, plan_launch
 
 SHIM = ["/bin/sh", SHIM_PATH]
 PASS = ["--pass", "SLURM_*", "--pass", "SLURMD_NODENAME", "--pass", "SLINGSHOT_*", "--pass", "PMI*",

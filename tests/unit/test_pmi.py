@@ -1,4 +1,4 @@
-"""The srun --mpi rule (hpcai.pmi): the image's MPI (its hpcai.mpi label) against the site's
+"""The srun --mpi rule (hpcai.run.pmi): the image's MPI (its hpcai.mpi label) against the site's
 preference and offered types. Pure function tests, then plans for real sites, then labels read from
 a SIF by a FAKE `apptainer inspect` (Apptainer cannot be installed here; the mock answers with the
 JSON layout of Apptainer's pkg/inspect.Metadata). The pairs themselves are proven on the Slurm
@@ -13,9 +13,9 @@ import pytest
 from test_plan_helpers import FakeHost
 
 from hpcai.errors import UsageError
-from hpcai.plan import LaunchOptions, plan_launch
-from hpcai.pmi import choose_pmi
-from hpcai.site import load_site, parse_site
+from hpcai.run.plan import LaunchOptions, plan_launch
+from hpcai.run.pmi import choose_pmi
+from hpcai.run.site import load_site, parse_site
 
 CRAY = load_site("cray-ex-nvidia")
 

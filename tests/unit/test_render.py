@@ -17,9 +17,9 @@ import pytest
 from dockerfile_parse import DockerfileParser
 
 from hpcai.errors import UsageError
-from hpcai.render import render
+from hpcai.image.render import render
 from hpcai.resources import data_path
-from hpcai.spec import flavors, make_spec
+from hpcai.image.spec import flavors, make_spec
 
 FIXED = {"sha": "0123456789ab", "build_date": "2026-01-01T00:00:00Z"}
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcai.render import render
-from hpcai.spec import make_spec
+from hpcai.image.render import render
+from hpcai.image.spec import make_spec
 
 GOLDEN = Path(__file__).parent / "golden"
 FIXED = {"sha": "0123456789ab", "build_date": "2026-01-01T00:00:00Z"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hpcai.errors import UsageError
-from hpcai.runtimes import ContainerSpec, get_runtime
+from hpcai.run.runtimes import ContainerSpec, get_runtime
 
 HOSTILE = ["a b", "it's", 'say "hi"', "x; rm -rf /", "$(id)", "`id`", "line1\nline2", "--", "*"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from test_plan_helpers import FakeHost
 
-from hpcai import site
+from hpcai.run import site
 from hpcai.errors import UsageError
 
 ALL = ["cray-ex-amd", "cray-ex-nvidia", "generic-ib", "generic-slurm", "jsc-ib", "local"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hpcai.errors import UsageError
-from hpcai.spec import Mpi, flavors, make_spec, parse_mpi, parse_switch, split_image
+from hpcai.image.spec import Mpi, flavors, make_spec, parse_mpi, parse_switch, split_image
 
 ALL_FLAVORS = ["pytorch-ngc", "tensorflow-ngc", "pytorch-rocm", "tensorflow-rocm", "pytorch-poplar",
                "pytorch-cpu", "tensorflow-cpu"]
@@ -178,8 +178,8 @@ def test_real_bases_pass_their_grammar(base):
 
 
 def test_every_flavor_default_base_and_component_version_is_in_grammar():
-    from hpcai import components
-    from hpcai.spec import BASE, VERSION
+    from hpcai.image import components
+    from hpcai.image.spec import BASE, VERSION
 
     for name in ALL_FLAVORS:
         assert BASE.fullmatch(make_spec(name, sha="a", payloads="none").base), name

@@ -1,6 +1,6 @@
 """Sweeps: points from --nodes/--var, the scaling table, and run_sweep over the launch API.
 
-run_sweep is exercised here against a stand-in for `hpcai.launch` (the real launch runs in the
+run_sweep is exercised here against a stand-in for `hpcai.run.launch` (the real launch runs in the
 integration test on the Slurm cluster); the stand-in writes records the way the launcher does.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hpcai.errors import UsageError
-from hpcai import sweep
+from hpcai.run import sweep
 from hpcai.results.sweep import aggregate
 from hpcai.results.records import load_all
 
@@ -38,9 +38,9 @@ def test_bad_var():
 
 
 def fake_run_launch(opts) -> Path:
-    """Stands in for hpcai.launch.run_launch (injected into run_sweep): a record as the launcher
+    """Stands in for hpcai.run.launch.run_launch (injected into run_sweep): a record as the launcher
     writes it, with a Horovod log whose throughput scales at 90 % per added node."""
-    from hpcai import record
+    from hpcai.run import record
 
     run = record.new_run_dir(Path(opts.runs_root), f"{opts.payload}-n{opts.nodes}")
     (run / "logs").mkdir(parents=True)
@@ -55,8 +55,8 @@ def fake_run_launch(opts) -> Path:
 
 @pytest.fixture
 def fake_launch(monkeypatch):
-    """For the CLI: run_sweep's default launch function is hpcai.launch.run_launch."""
-    from hpcai import launch
+    """For the CLI: run_sweep's default launch function is hpcai.run.launch.run_launch."""
+    from hpcai.run import launch
 
     monkeypatch.setattr(launch, "run_launch", lambda opts, check=True: fake_run_launch(opts))
 
@@ -94,7 +94,7 @@ def test_cli_sweep_dry_run_and_show_scaling(tmp_path, hpcai, fake_launch):
 
 
 # `sweep --submit/--no-submit` goes through the real planner and `hpcai submit`'s own script writer
-# (hpcai.submit.submit_plan); only sbatch itself is a stand-in here (the real one runs in
+# (hpcai.run.submit.submit_plan); only sbatch itself is a stand-in here (the real one runs in
 # tests/integration/test_sweep_submit.py).
 
 def _exec_argv(script: Path) -> list[str]:

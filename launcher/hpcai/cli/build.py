@@ -48,7 +48,7 @@ SPEC_OPTIONS = ("base", "arch", "mpi", "ofi", "horovod", "hpc_libs", "payloads",
 
 def _spec(flavor: str, options: dict):
     """ImageSpec from a command's arguments (`locals()`), taking only the spec options."""
-    from hpcai.spec import make_spec
+    from hpcai.image.spec import make_spec
 
     return make_spec(flavor, **{name: options[name] for name in SPEC_OPTIONS})
 
@@ -69,12 +69,12 @@ def render_cmd(
     sources_dir: Optional[str] = O_SOURCES,
 ) -> None:
     """Print the Dockerfile or Apptainer definition for FLAVOR to stdout."""
-    from hpcai.render import render
+    from hpcai.image.render import render
 
     spec = _spec(flavor, locals())
     text = render(spec, fmt, bootstrap)
     if context_dir is not None:
-        from hpcai.context import prepare_context
+        from hpcai.image.context import prepare_context
 
         prepare_context(spec, context_dir)
     typer.echo(text, nl=False)
@@ -99,7 +99,7 @@ def build_cmd(
     import shlex
     import shutil
 
-    from hpcai import build
+    from hpcai.image import build
     from hpcai.console import err, out
 
     engine = build.builder_name(builder)
@@ -112,7 +112,7 @@ def build_cmd(
         out.print(prefix + shlex.join(argv), markup=False)
         return
     build.check_engine(engine)
-    from hpcai.context import prepare_context
+    from hpcai.image.context import prepare_context
 
     shutil.rmtree(ctx, ignore_errors=True)  # hpcai's own work folder (a killed build may have left it)
     prepare_context(spec, ctx)
@@ -134,7 +134,7 @@ def versions_cmd(
 
     from rich.table import Table
 
-    from hpcai.components import manifest
+    from hpcai.image.components import manifest
     from hpcai.console import out
 
     comps = manifest()
@@ -159,7 +159,7 @@ def inspect_cmd(
 
     from rich.table import Table
 
-    from hpcai import build
+    from hpcai.image import build
     from hpcai.console import cell, out, plain
     from hpcai.errors import UsageError
 
@@ -193,8 +193,8 @@ def sif_cmd(
     rocm_version: Optional[str] = O_ROCM, repository: Optional[str] = O_REPO, tag: Optional[str] = O_TAG,
 ) -> None:
     """Convert a built image to a SIF with apptainer (or singularity)."""
-    from hpcai import build, sif
-    from hpcai.spec import flavors, make_spec
+    from hpcai.image import build, sif
+    from hpcai.image.spec import flavors, make_spec
 
     if image in flavors():
         image = make_spec(image, hpc_libs=hpc_libs, base=base, ngc_version=ngc_version,

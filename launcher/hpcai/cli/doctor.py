@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
     @app.command("doctor", rich_help_panel=PANEL)
     def doctor(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
         """Check this host for launchers, container runtimes, GPUs and the Slingshot/IB fabric."""
-        from hpcai.site import detect_site
+        from hpcai.run.site import detect_site
 
         rows = [(what, probe(how), hint) for what, how, hint in CHECKS]
         site = detect_site()

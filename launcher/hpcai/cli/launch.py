@@ -8,7 +8,7 @@ parsed by `fast_launch` (argparse), typer only serves --help and unusual input.
 
 from __future__ import annotations
 
-from hpcai.options import LAUNCH, SUBMIT, argparse_parser, command, plan_fields
+from hpcai.run.options import LAUNCH, SUBMIT, argparse_parser, command, plan_fields
 from hpcai.output import emit, emit_json, say
 
 TYPE_CHECKING = False  # imports stay lazy: `hpcai launch` starts its image check before the rest
@@ -38,7 +38,7 @@ def _options(words: list[str], cmd: bool, before: list[str] | None = None,
     """LaunchOptions from the positional words and the plan fields (options.plan_fields).
     before: the positional words before `--` (default: from RAW_ARGS)."""
     from hpcai.errors import UsageError
-    from hpcai.plan import LaunchOptions
+    from hpcai.run.plan import LaunchOptions
 
     if cmd:
         stray = _before_dashes(words, RAW_ARGS) if before is None else before
@@ -54,14 +54,14 @@ def _options(words: list[str], cmd: bool, before: list[str] | None = None,
 def launch_cmd(words: list[str] | None, cmd: bool, repeat: int, dry_run: bool, as_json: bool,
                **plan: object) -> None:
     """Run a payload (or a raw command) in a container on every rank, and record the run."""
-    from hpcai.plan import check_repeat, plan_launch
+    from hpcai.run.plan import check_repeat, plan_launch
 
     opts = _options(list(words or []), cmd, **plan_fields(plan))
     check_repeat(repeat)
     if dry_run or as_json:  # normally handled by fast_launch before typer parses anything
         _preview(plan_launch(opts, check=False), as_json)
         return
-    from hpcai.launch import run_repeated
+    from hpcai.run.launch import run_repeated
 
     run_repeated(opts, repeat, echo=True)
 
@@ -73,9 +73,9 @@ def submit_cmd(words: list[str] | None, cmd: bool, repeat: int, no_submit: bool,
 
     import typer
 
-    from hpcai import submit as batch
+    from hpcai.run import submit as batch
     from hpcai.errors import UsageError
-    from hpcai.plan import check_repeat, plan_launch
+    from hpcai.run.plan import check_repeat, plan_launch
 
     check_repeat(repeat)
     if (wait or wait_timeout is not None) and no_submit:
@@ -146,13 +146,13 @@ def fast_launch(argv: list[str]) -> int | None:
         return None
     if not ns.image or (ns.dry_run and ns.as_json):
         return None
-    from hpcai.runtimes import RUNTIMES, get_runtime
+    from hpcai.run.runtimes import RUNTIMES, get_runtime
 
     if ns.runtime in RUNTIMES and get_runtime(ns.runtime).engine and not (ns.dry_run or ns.as_json):
-        from hpcai.engine import prefetch
+        from hpcai.image.engine import prefetch
 
         prefetch(ns.runtime, ns.image)  # the engine answers while hpcai imports and plans
-    from hpcai.plan import check_repeat, plan_launch
+    from hpcai.run.plan import check_repeat, plan_launch
 
     opts = _options([*ns.words, *words_after], ns.cmd, ns.words if "--" in args_all else [],
                     **plan_fields(vars(ns)))
@@ -161,7 +161,7 @@ def fast_launch(argv: list[str]) -> int | None:
     if ns.dry_run or ns.as_json:
         _preview(plan_launch(opts, check=False), ns.as_json)
         return 0
-    from hpcai.launch import run_repeated
+    from hpcai.run.launch import run_repeated
 
     run_repeated(opts, repeat, echo=True)
     return 0

@@ -27,7 +27,7 @@ def _check_flavor(flavor: str) -> None:
     from hpcai.payloads import tomllib
     from hpcai.resources import package_file
 
-    flavors = tomllib.loads(package_file("flavors.toml").read_text())["flavors"]
+    flavors = tomllib.loads(package_file("image", "flavors.toml").read_text())["flavors"]
     if flavor not in flavors:
         raise unknown("flavor", flavor, flavors)
 

@@ -1,4 +1,4 @@
-"""CLI commands: `sites list` and `sites show NAME` (site profiles are data: launcher/hpcai/sites/*.toml)."""
+"""CLI commands: `sites list` and `sites show NAME` (site profiles are data: launcher/hpcai/run/sites/*.toml)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
     @sites.command("list")
     def list_sites(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
         """All site profiles, the detected one marked."""
-        from hpcai.site import available_sites, detect_site, load_site
+        from hpcai.run.site import available_sites, detect_site, load_site
 
         detected = detect_site()
         rows = [load_site(n) for n in available_sites()]
@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
         from dataclasses import asdict
 
         from hpcai.redact import redact_env
-        from hpcai.site import Host, load_site, site_binds
+        from hpcai.run.site import Host, load_site, site_binds
 
         site = load_site(name)
         binds, warnings = site_binds(site, Host())

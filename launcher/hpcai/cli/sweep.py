@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from hpcai.options import SWEEP, command, plan_fields
+from hpcai.run.options import SWEEP, command, plan_fields
 
 
 def sweep(payload: str, nodes: str, var: list[str] | None, repeat: int, output_dir: str | None, dry_run: bool,
@@ -22,7 +22,7 @@ def sweep(payload: str, nodes: str, var: list[str] | None, repeat: int, output_d
 
     from hpcai.console import err, out
     from hpcai.errors import UsageError
-    from hpcai import sweep as sw
+    from hpcai.run import sweep as sw
 
     if (wait or wait_timeout is not None) and not submit:
         raise UsageError("--wait waits for submitted jobs: use it with --submit")
@@ -55,7 +55,7 @@ def sweep(payload: str, nodes: str, var: list[str] | None, repeat: int, output_d
 
 def _wait(runs: list[dict], folder: Path, timeout_s: float | None) -> None:
     """Wait for the sweep's jobs, show its tables, and exit 1 naming the points that did not complete."""
-    from hpcai import jobs
+    from hpcai.run import jobs
     from hpcai.cli.results import show_cmd
     from hpcai.console import err
 

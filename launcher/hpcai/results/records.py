@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hpcai import record
+from hpcai.run import record
 from hpcai.errors import HpcaiError, UsageError
 from hpcai.results.metrics import HIGHER, Metric, ParseResult
 
@@ -277,7 +277,7 @@ def discover(paths: list[Path]) -> list[Path]:
             found.append(p)
             continue
         below = [q.parent for q in [*p.glob(f"*/{record.PLAN}"), *p.glob(f"*/*/{record.PLAN}")]]
-        # Hidden folders are records still being written (see hpcai.record): skip them.
+        # Hidden folders are records still being written (see hpcai.run.record): skip them.
         found.extend(sorted(q for q in below if not any(part.startswith(".") for part in q.relative_to(p).parts)))
     if not found:
         raise UsageError(f"no run records (folders with {record.PLAN}) in: {', '.join(map(str, paths))}")

@@ -2,7 +2,7 @@
 count, the headline throughput's mean/min/max and the parallel efficiency against the smallest
 node count:
     efficiency(n) = (T(n) / n) / (T(n0) / n0)
-Running a sweep is `hpcai.sweep`.
+Running a sweep is `hpcai.run.sweep`.
 """
 
 from __future__ import annotations

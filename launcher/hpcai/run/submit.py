@@ -16,9 +16,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hpcai.backends import get_backend
+from hpcai.run.backends import get_backend
 from hpcai.errors import HpcaiError, UsageError, one_line
-from hpcai.options import options_argv
+from hpcai.run.options import options_argv
 from hpcai.output import say
 from hpcai.redact import redact_argv, secret_items
 
@@ -77,14 +77,14 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
     Shared by `hpcai submit` and `hpcai sweep --submit`. Secret --env values go to sbatch's own
     environment (the job inherits it), never into the script.
     """
-    from hpcai.plan import parse_env
+    from hpcai.run.plan import parse_env
 
     if not get_backend(plan.backend).slurm:
         raise UsageError(f"submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
     run_dir = Path(plan.run_dir)
     opts.output_dir = str(run_dir)
     text = sbatch_script(plan, opts, sys.executable)  # refused values leave no folder behind
-    run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # records are private (hpcai.record)
+    run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # records are private (hpcai.run.record)
     script = run_dir / "submit.sbatch"
     script.write_text(text)
     say(f"sbatch script: {script}")
@@ -106,7 +106,7 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
 
 def wait_for(job_id: str, run_dir, timeout_s: float | None) -> int:
     """Wait for one submitted job; report how it ended; its exit code (0, 1, or 130 cancelled)."""
-    from hpcai import jobs
+    from hpcai.run import jobs
 
     say(f"waiting for job {job_id} …")
     jobs.wait_for_jobs([job_id], timeout_s)
@@ -116,6 +116,6 @@ def wait_for(job_id: str, run_dir, timeout_s: float | None) -> int:
 
 
 def _site_sbatch(plan) -> tuple[str, ...]:
-    from hpcai.site import load_site  # planning read it already: no import cost here
+    from hpcai.run.site import load_site  # planning read it already: no import cost here
 
     return load_site(plan.site).sbatch_options

@@ -1,5 +1,5 @@
 """Backends: how ranks are started. srun and mpiexec return the token list put in front of each
-rank's command; local starts the ranks itself (hpcai.launch).
+rank's command; local starts the ranks itself (hpcai.run.launch).
 
 Each backend is one small module with a class the registry names; what differs between them is
 said by its attributes, so no other module tests a backend's name.
@@ -59,5 +59,5 @@ def get_backend(name: str) -> Backend:
     if name not in _REGISTRY:
         raise unknown("backend", name, BACKENDS)
     module, cls = _REGISTRY[name].split(":")
-    backend: Backend = getattr(importlib.import_module(f"hpcai.backends.{module}"), cls)()
+    backend: Backend = getattr(importlib.import_module(f"hpcai.run.backends.{module}"), cls)()
     return backend

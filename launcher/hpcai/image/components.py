@@ -68,7 +68,7 @@ class Component:
 
 @functools.cache
 def _raw() -> dict:
-    return tomllib.loads(package_file("components.toml").read_text())
+    return tomllib.loads(package_file("image", "components.toml").read_text())
 
 
 @functools.cache

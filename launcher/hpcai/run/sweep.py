@@ -1,9 +1,9 @@
 """Scaling sweeps: run a payload over node counts × variable values, one run record per point.
 
-`run_sweep` launches every point through a launch function (default `hpcai.launch.run_launch`),
+`run_sweep` launches every point through a launch function (default `hpcai.run.launch.run_launch`),
 each leaving its own run record under the sweep folder, and writes `sweep.json` (the points and
 their record folders). `submit_sweep` instead plans every point the same way and hands each to
-`hpcai.submit.submit_plan`: one sbatch job per point whose `hpcai launch` writes its record into
+`hpcai.run.submit.submit_plan`: one sbatch job per point whose `hpcai launch` writes its record into
 the folder already named in `sweep.json`, so `hpcai results` reads a submitted sweep exactly like
 a run one once the jobs end (`hpcai.results.sweep.aggregate` makes the scaling table).
 """
@@ -49,7 +49,7 @@ def parse_vars(items: list[str]) -> dict[str, list[str]]:
 def points(nodes: list[int], variables: dict[str, list[str]], repeat: int = 1) -> list[dict[str, Any]]:
     """Every (nodes, variables) combination, nodes varying fastest within each variable setting;
     with repeat > 1 each point `repeat` times in a row (`repetition` 1…N), one record each."""
-    from hpcai.plan import check_repeat
+    from hpcai.run.plan import check_repeat
 
     check_repeat(repeat)
     keys = sorted(variables)
@@ -64,7 +64,7 @@ def claim(sweep_dir: Path, payload: str, unique: bool = False) -> Path:
     """Take a folder for one sweep: its sweep.json is created exclusively, so a sweep never
     overwrites another's (nor one being written). unique: the folder is a default name, and the
     next free `NAME.2`, `NAME.3`, … is taken instead of refusing."""
-    from hpcai.record import PRIVATE_FILE
+    from hpcai.run.record import PRIVATE_FILE
 
     base, n = sweep_dir.absolute(), 1
     while True:
@@ -100,7 +100,7 @@ def unclaim(sweep_dir: Path) -> None:
 
 def _options(wanted: dict[str, Any]) -> Any:
     """The LaunchOptions of one point: its `var=value` overrides as on the launch command line."""
-    from hpcai.plan import LaunchOptions
+    from hpcai.run.plan import LaunchOptions
 
     wanted = dict(wanted)
     pvars = wanted.pop("payload_vars", {})
@@ -116,12 +116,12 @@ def run_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], s
 
     base: further LaunchOptions fields for every point (image, site, partition, …).
     launch: runs one point's LaunchOptions and returns its record folder, also when the point
-    failed (a failed point leaves its record and the sweep goes on); default hpcai.launch's
+    failed (a failed point leaves its record and the sweep goes on); default hpcai.run.launch's
     run_launch. Tests pass their own.
     """
-    from hpcai import launch as launcher
-    from hpcai.launch import LaunchFailed
-    from hpcai.record import read_status
+    from hpcai.run import launch as launcher
+    from hpcai.run.launch import LaunchFailed
+    from hpcai.run.record import read_status
 
     if launch is None:
         launch = functools.partial(launcher.run_launch, check=False)
@@ -160,9 +160,9 @@ def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]]
     Every point is planned before anything is submitted, so a bad option fails the whole sweep
     up front instead of leaving half a series queued.
     """
-    from hpcai.backends import get_backend
-    from hpcai.plan import plan_launch
-    from hpcai.submit import sbatch_script, submit_plan
+    from hpcai.run.backends import get_backend
+    from hpcai.run.plan import plan_launch
+    from hpcai.run.submit import sbatch_script, submit_plan
 
     sweep_dir = sweep_dir.absolute()  # claimed by the caller (claim)
     todo: list[tuple[dict[str, Any], Any, Any]] = []
@@ -191,7 +191,7 @@ def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]]
 
 
 def _write(sweep_dir: Path, payload: str, runs: list[dict[str, Any]]) -> None:
-    from hpcai.record import write_json
+    from hpcai.run.record import write_json
 
     write_json(sweep_dir / SWEEP_FILE, {"payload": payload, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
                                         "runs": runs})

@@ -1,6 +1,6 @@
 """local: N ranks as processes on this machine, with the variables a scheduler would set.
 
-No prefix: hpcai.launch starts each rank's command itself. A rank sees RANK, LOCAL_RANK,
+No prefix: hpcai.run.launch starts each rank's command itself. A rank sees RANK, LOCAL_RANK,
 WORLD_SIZE, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR=127.0.0.1 and MASTER_PORT (a free port),
 which is what torch.distributed's env:// needs; with --per-gpu every copy is its own world of 1
 and sees one GPU.
@@ -8,7 +8,7 @@ and sees one GPU.
 
 from __future__ import annotations
 
-from hpcai.backends import Geometry
+from hpcai.run.backends import Geometry
 
 
 class LocalBackend:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcai.errors import HpcaiError, UsageError
-from hpcai.spec import ImageSpec
+from hpcai.image.spec import ImageSpec
 
 BUILDERS = ("docker", "podman")
 # docker: "Step 3/40 : RUN …"; podman/buildah number the steps of each stage: "[1/2] STEP 3/14: RUN …"
@@ -96,7 +96,7 @@ class BuildResult:
 
 def _step_title(step_text: str, spec: ImageSpec) -> str:
     """Name the hpcai step behind a builder step line (`RUN …/libfabric.sh` -> libfabric)."""
-    from hpcai.render import builder_steps, final_steps, payload_hooks
+    from hpcai.image.render import builder_steps, final_steps, payload_hooks
 
     hooks = payload_hooks(spec)
     for step in (*builder_steps(spec, hooks), *final_steps(spec, hooks)):

@@ -9,7 +9,7 @@ leaves the others waiting in a collective until the time limit.
 
 from __future__ import annotations
 
-from hpcai.backends import Geometry
+from hpcai.run.backends import Geometry
 
 
 def argv(g: Geometry) -> list[str]:

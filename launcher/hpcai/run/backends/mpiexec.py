@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from hpcai.backends import Geometry
+from hpcai.run.backends import Geometry
 
 
 def argv(g: Geometry) -> list[str]:

@@ -1,6 +1,6 @@
 """Site profiles: what a supercomputer needs from a launch, as validated data.
 
-A site is one TOML file (`launcher/hpcai/sites/*.toml`, then `~/.config/hpcai/sites/`, then each
+A site is one TOML file (`launcher/hpcai/run/sites/*.toml`, then `~/.config/hpcai/sites/`, then each
 folder of `HPCAI_SITE_PATH`, later folders overriding earlier ones by file name). The schema
 below holds every key with its default; an unknown key is an error listing the valid ones.
 Detection matches the host name against each site's `hostnames` regexes; with no match the site
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from hpcai.backends import BACKENDS  # the registries: no implementation is imported
+from hpcai.run.backends import BACKENDS  # the registries: no implementation is imported
 from hpcai.errors import UsageError, has_control, unknown
 from hpcai.resources import package_file
-from hpcai.runtimes import RUNTIMES
+from hpcai.run.runtimes import RUNTIMES
 
 MPI_TYPES = ("pmi2", "pmix", "cray_shasta", "pspmix", "none")
 GPU_KINDS = ("nvidia", "amd", "none")
@@ -164,7 +164,7 @@ def parse_site(name: str, text: str, source: str = "") -> SiteProfile:
 
 def site_dirs() -> list[Path]:
     """Search path, lowest priority first."""
-    dirs = [package_file("sites"), Path.home() / ".config" / "hpcai" / "sites"]
+    dirs = [package_file("run", "sites"), Path.home() / ".config" / "hpcai" / "sites"]
     dirs += [Path(p) for p in os.environ.get("HPCAI_SITE_PATH", "").split(":") if p]
     return dirs
 

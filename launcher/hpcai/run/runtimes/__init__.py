@@ -22,7 +22,7 @@ class ContainerSpec:
     entrypoint: hpcai-entrypoint path, or "" when the image has none (--no-entrypoint)
     payload:    payload name and its args, for runtimes that can use the image's runscript
     name:       container name (docker/podman); "" under srun, where the rank shim names it
-    secret_names: TOKEN/KEY/SECRET/PASSWORD variables; hpcai.launch puts their values in the
+    secret_names: TOKEN/KEY/SECRET/PASSWORD variables; hpcai.run.launch puts their values in the
                 environment of the runtime process (docker `-e NAME`, APPTAINERENV_NAME, ch-run
                 inherits), so they never appear in argv, `ps`, logs or records
     """
@@ -79,5 +79,5 @@ def get_runtime(name: str) -> Runtime:
     if name not in _REGISTRY:
         raise unknown("runtime", name, RUNTIMES)
     module, cls = _REGISTRY[name].split(":")
-    runtime: Runtime = getattr(importlib.import_module(f"hpcai.runtimes.{module}"), cls)()
+    runtime: Runtime = getattr(importlib.import_module(f"hpcai.run.runtimes.{module}"), cls)()
     return runtime

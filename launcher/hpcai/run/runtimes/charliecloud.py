@@ -9,7 +9,7 @@ prepared with `ch-fromhost --nvidia` beforehand (not done here).
 
 from __future__ import annotations
 
-from hpcai.runtimes import ContainerSpec
+from hpcai.run.runtimes import ContainerSpec
 
 
 class CharliecloudRuntime:

@@ -15,7 +15,7 @@ which types its Slurm offers in `mpi_types` (`srun --mpi=list`), and prefers `mp
 from __future__ import annotations
 
 from hpcai.errors import UsageError
-from hpcai.site import SiteProfile
+from hpcai.run.site import SiteProfile
 
 PMI_FOR_MPI = {"ompi": ("pmix", "pspmix"), "mpich": ("pmi2",)}
 MPI_NAMES = {"ompi": "Open MPI (PMIx only)", "mpich": "MPICH (PMI-1/2)"}

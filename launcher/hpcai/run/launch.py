@@ -22,12 +22,12 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from hpcai import record
-from hpcai.backends import get_backend
+from hpcai.run import record
+from hpcai.run.backends import get_backend
 from hpcai.errors import HpcaiError
 from hpcai.output import say, warn
-from hpcai.plan import LaunchOptions, LaunchPlan, plan_launch
-from hpcai.runtimes import get_runtime
+from hpcai.run.plan import LaunchOptions, LaunchPlan, plan_launch
+from hpcai.run.runtimes import get_runtime
 
 __all__ = ["LaunchOptions", "LaunchPlan", "LaunchFailed", "plan_launch", "run_launch", "run_repeated", "execute"]
 
@@ -57,7 +57,7 @@ def run_repeated(opts: LaunchOptions, repeat: int, echo: bool = False) -> list[P
     last, naming them); Ctrl-C or a cancelled run stops the rest."""
     from dataclasses import replace
 
-    from hpcai.plan import check_repeat
+    from hpcai.run.plan import check_repeat
 
     check_repeat(repeat)
     if repeat == 1:
@@ -252,7 +252,7 @@ def _run_step(plan: LaunchPlan, logs: Path, sig: _Signals, started: Callable[[],
 
 def _cleanup_containers(plan: LaunchPlan, logs: Path) -> None:
     """Slurm may SIGKILL the shims; remove their containers on every node that ran one."""
-    from hpcai.site import Host
+    from hpcai.run.site import Host
 
     cleanup = [*Host().shim(), "--cleanup", f"hpcai.run={Path(plan.run_dir).name}", "--", plan.runtime]
     hosts = sorted({p.read_text().strip() for p in logs.glob("rank-*.host")} - {""})
@@ -290,14 +290,14 @@ def _follow(path: Path, done: threading.Event) -> None:
 
 
 def _digest(plan: LaunchPlan) -> str | None:
-    """docker/podman: the image Id; a SIF or SquashFS file: its sha256 (hpcai.digests)."""
+    """docker/podman: the image Id; a SIF or SquashFS file: its sha256 (hpcai.run.digests)."""
     path = Path(plan.image)
     if get_runtime(plan.runtime).engine:
-        from hpcai.engine import image_id
+        from hpcai.image.engine import image_id
 
         return image_id(plan.runtime, plan.image)
     if path.is_file():
-        from hpcai.digests import image_sha256
+        from hpcai.run.digests import image_sha256
 
         return image_sha256(path)  # cached by (realpath, size, mtime_ns): no rehash per launch
     return None

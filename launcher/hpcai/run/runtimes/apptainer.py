@@ -7,7 +7,7 @@ The container environment is passed as `APPTAINERENV_<NAME>=<value>` through `en
 
 from __future__ import annotations
 
-from hpcai.runtimes import ContainerSpec
+from hpcai.run.runtimes import ContainerSpec
 
 
 class ApptainerRuntime:

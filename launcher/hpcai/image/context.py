@@ -11,9 +11,9 @@ import os
 import shutil
 from pathlib import Path
 
-from hpcai.render import payload_hooks, render
+from hpcai.image.render import payload_hooks, render
 from hpcai.resources import data_path
-from hpcai.spec import ImageSpec, payload_manifest
+from hpcai.image.spec import ImageSpec, payload_manifest
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:

@@ -7,7 +7,7 @@ every task gets the same argv, so the name is left out here and the rank shim in
 
 from __future__ import annotations
 
-from hpcai.runtimes import ContainerSpec
+from hpcai.run.runtimes import ContainerSpec
 
 
 class DockerRuntime:
@@ -42,13 +42,13 @@ class DockerRuntime:
         return argv + list(spec.extra) + [spec.image, *spec.command]
 
     def prefetch(self, image: str) -> None:
-        from hpcai.engine import prefetch
+        from hpcai.image.engine import prefetch
 
         prefetch(self.binary, image)
 
     def labels(self, image: str) -> dict[str, str]:
         """The local image's labels; exit 2 (listing the local images) when it is not there."""
-        from hpcai.engine import image_labels
+        from hpcai.image.engine import image_labels
 
         return image_labels(self.binary, image)
 

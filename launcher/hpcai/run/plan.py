@@ -14,13 +14,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from hpcai import record
-from hpcai.backends import Backend, Geometry, get_backend
+from hpcai.run import record
+from hpcai.run.backends import Backend, Geometry, get_backend
 from hpcai.errors import HpcaiError, UsageError, has_control, one_line, unknown
-from hpcai.gpu import choose_gpu
-from hpcai.pmi import choose_pmi
-from hpcai.runtimes import Runtime
-from hpcai.site import (ENV_NAME, MPI_TYPES, Host, SiteProfile, bind_dest, bind_ok, resolve_site, site_binds,
+from hpcai.run.gpu import choose_gpu
+from hpcai.run.pmi import choose_pmi
+from hpcai.run.runtimes import Runtime
+from hpcai.run.site import (ENV_NAME, MPI_TYPES, Host, SiteProfile, bind_dest, bind_ok, resolve_site, site_binds,
                         split_bind)
 
 
@@ -203,7 +203,7 @@ def _payload(opts: LaunchOptions, valid: list[str] | None, family: str | None = 
             raise UsageError("--profile sets a payload's variables; a --cmd command has none")
         return PayloadCall("cmd", {}, list(opts.cmd), {}, False)
     from hpcai import payloads
-    from hpcai.runtimes import BENCH
+    from hpcai.run.runtimes import BENCH
 
     packaged = payloads.available_payloads()
     known = valid if valid is not None else packaged
@@ -286,7 +286,7 @@ def check_repeat(repeat: int) -> None:
 def _scheduler_values(opts: LaunchOptions) -> None:
     """The values srun, sbatch and the record take as one word each: refused here, for launch,
     submit and sweep alike, before anything is planned or written."""
-    from hpcai import hostnames
+    from hpcai.run import hostnames
 
     for flag, value in (("--partition", opts.partition), ("--account", opts.account), ("--time", opts.time),
                         ("--nodelist", opts.nodelist), ("--image", opts.image)):
@@ -371,7 +371,7 @@ def _labels_if_here(runtime: Any, image: str) -> dict[str, str]:
 def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = True) -> LaunchPlan:
     """The full plan. check=False (dry-run) does not require the image to exist here."""
     from hpcai.redact import secret_flags, secret_items
-    from hpcai.runtimes import ENTRYPOINT, ContainerSpec, get_runtime
+    from hpcai.run.runtimes import ENTRYPOINT, ContainerSpec, get_runtime
 
     host = host or Host()
     env_now = host.environ()
@@ -440,7 +440,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
 def _plan_local(plan: LaunchPlan, spec: Any, runtime: Any, site: SiteProfile, host: Host,
                 wrap: Any) -> LaunchPlan:
     """One command per rank, each with its rank variables (and container name for docker)."""
-    from hpcai.backends.local import rank_env
+    from hpcai.run.backends.local import rank_env
 
     port = int(plan.container_env.get("MASTER_PORT") or host.free_port())
     plan.master_addr, plan.master_port = "127.0.0.1", port
@@ -460,7 +460,7 @@ def _plan_local(plan: LaunchPlan, spec: Any, runtime: Any, site: SiteProfile, ho
 def _plan_step(plan: LaunchPlan, spec: Any, runtime: Runtime, backend: Backend, site: SiteProfile, host: Host,
                opts: LaunchOptions, wrap: Any) -> LaunchPlan:
     """srun / mpiexec: one argv for every task; the shim does the per-rank part on the node."""
-    from hpcai import hostnames
+    from hpcai.run import hostnames
 
     g, env_now = plan.geometry, host.environ()
     container_env, run_dir = plan.container_env, Path(plan.run_dir)

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hpcai.errors import UsageError, one_line, unknown
-from hpcai.spec import HPC_LIBS_IN_IMAGE, PREFIX, ImageSpec, Mpi
+from hpcai.image.spec import HPC_LIBS_IN_IMAGE, PREFIX, ImageSpec, Mpi
 
 FORMATS = ("docker", "apptainer")
 BOOTSTRAPS = ("docker", "docker-daemon", "localimage")
@@ -68,7 +68,7 @@ def payload_hooks(spec: ImageSpec) -> list[PayloadHooks]:
     checked when it was loaded (plain relative paths inside the folder); the folder itself, copied
     into the context whole, must not link out."""
     from hpcai.payloads import check_folder
-    from hpcai.spec import payload_manifest
+    from hpcai.image.spec import payload_manifest
 
     hooks = []
     for name in spec.payloads:

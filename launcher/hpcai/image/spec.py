@@ -23,7 +23,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from hpcai import __version__
-from hpcai.components import Source
+from hpcai.image.components import Source
 from hpcai.errors import UsageError, shaped, unknown
 from hpcai.resources import git_sha, package_file
 
@@ -78,7 +78,7 @@ class Flavor:
 
 @functools.cache
 def _flavors_raw() -> dict:
-    return tomllib.loads(package_file("flavors.toml").read_text())
+    return tomllib.loads(package_file("image", "flavors.toml").read_text())
 
 
 def flavors() -> dict[str, Flavor]:
@@ -213,7 +213,7 @@ class ImageSpec:
         """"" for the flavor's own payloads and the default component versions; otherwise 6 hex
         digits of what differs (the payload list, the versions used), so such builds get a tag of
         their own. `hpcai inspect` shows the values (hpcai.payloads, hpcai.component.*)."""
-        from hpcai import components
+        from hpcai.image import components
 
         defaults = components.resolve({})
         changed = sorted((n, self.sources[n].version, self.sources[n].sha256) for n in self.used_components()
@@ -327,7 +327,7 @@ def parse_payloads(value: str | None, fl: Flavor) -> tuple[str, ...]:
 def component_selections(sets: list[str]) -> dict[str, str]:
     """Versions chosen with <NAME>_VERSION, then `--set NAME=VERSION` (which wins), each checked
     against the version grammar and named by where it came from."""
-    from hpcai import components
+    from hpcai.image import components
 
     from_env = components.env_selections()
     from_sets = components.parse_sets(sets)
@@ -361,7 +361,7 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
               apt_sources: str | None = None, sources_dir: str | None = None, build_date: str | None = None,
               sha: str | None = None) -> ImageSpec:
     """Validate the user's options into an ImageSpec. Empty strings mean "unset" throughout."""
-    from hpcai import components
+    from hpcai.image import components
 
     fl = flavor(flavor_name)
     if arch not in ARCHES:
