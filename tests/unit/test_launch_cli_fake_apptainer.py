@@ -184,16 +184,20 @@ def test_two_runs_given_one_output_dir_at_once_never_share_it(hpcai_exe, fake, t
 
 # --- faults: a full disk, repeated Ctrl-C --------------------------------------------------------
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 1 MiB tmpfs (root only: CI runs as root), and a way to fill it to the last block."""
+def _tmpfs(folder: Path, options: str):
+    """A small tmpfs at FOLDER for the test (root only: CI runs as root), unmounted after it."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root (CI runs as root)")
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=False)
+    folder.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], check=True)
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """1 MiB, filled to the last block by FILL."""
+    yield from _tmpfs(tmp_path / "small", "size=1m")
 
 
 FILL = "dd if=/dev/zero of={mnt}/fill bs=4k 2>/dev/null; true"  # dd ends with ENOSPC
@@ -255,14 +259,8 @@ def test_ctrl_c_once_or_thrice_ends_with_a_final_status(hpcai_exe, fake, tmp_pat
 
 @pytest.fixture
 def few_inodes(tmp_path):
-    """A tmpfs with room for data but only 8 inodes: the third rank's log cannot be made."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
-    mnt = tmp_path / "inodes"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,nr_inodes=8", "tmpfs", str(mnt)], check=True)
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=False)
+    """Room for data but only 8 inodes: the third rank's log cannot be made."""
+    yield from _tmpfs(tmp_path / "inodes", "size=4m,nr_inodes=8")
 
 
 @pytest.mark.hostile

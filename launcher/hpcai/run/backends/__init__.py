@@ -7,7 +7,6 @@ said by its attributes, so no other module tests a backend's name.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -54,10 +53,7 @@ BACKENDS = tuple(_REGISTRY)
 
 
 def get_backend(name: str) -> Backend:
-    from hpcai.errors import unknown
+    from hpcai.run.registry import instance
 
-    if name not in _REGISTRY:
-        raise unknown("backend", name, BACKENDS)
-    module, cls = _REGISTRY[name].split(":")
-    backend: Backend = getattr(importlib.import_module(f"hpcai.run.backends.{module}"), cls)()
+    backend: Backend = instance("backend", __name__, _REGISTRY, name)
     return backend

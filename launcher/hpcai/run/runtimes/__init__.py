@@ -6,7 +6,6 @@ subclasses `docker`, changing only the binary and the flags that differ.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -74,10 +73,7 @@ RUNTIMES = tuple(_REGISTRY)
 
 
 def get_runtime(name: str) -> Runtime:
-    from hpcai.errors import unknown
+    from hpcai.run.registry import instance
 
-    if name not in _REGISTRY:
-        raise unknown("runtime", name, RUNTIMES)
-    module, cls = _REGISTRY[name].split(":")
-    runtime: Runtime = getattr(importlib.import_module(f"hpcai.run.runtimes.{module}"), cls)()
+    runtime: Runtime = instance("runtime", __name__, _REGISTRY, name)
     return runtime
