@@ -52,7 +52,8 @@ BUILTIN_VARS = ("dir", "python", "out", "prefix", "world_size", "rank")
 # header into that table) is an error rather than silently ignored.
 KEYS = {
     "": ("description", "flavors", "geometry", "parser", "synthetic", "synthetic_marker",
-         "requires", "sanity", "install", "run", "vars", "profiles", "metrics", "launch", "sources"),
+         "requires", "sanity", "install", "run", "vars", "profiles", "metrics", "launch", "sources",
+         "downloads"),
     "run": ("command",),
     "requires": ("modules", "executables", "mpi"),
     "metric": ("unit", "better", "headline", "regex", "group", "file", "key", "reduce", "scale"),
@@ -124,6 +125,12 @@ class PayloadManifest:
 
     def supports(self, flavor: str) -> bool:
         return "*" in self.flavors or flavor in self.flavors
+
+    @property
+    def downloads(self) -> tuple[str, ...]:
+        """The components (image/components.toml) its install hooks fetch: their pins reach the
+        build environment of an image that holds this payload (manifest `downloads`)."""
+        return tuple(self.raw.get("downloads", ()))
 
     @property
     def needs_mpi(self) -> bool:
@@ -231,6 +238,14 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
         for key in table:
             if key not in KEYS[kind]:
                 raise unknown(f"key in {where} ({kind or 'top level'}):", key, KEYS[kind])
+    downloads = raw.get("downloads", [])
+    if not isinstance(downloads, list) or not all(isinstance(d, str) for d in downloads):
+        raise UsageError(f"{where}: downloads must be a list of component names")
+    from hpcai.image.components import manifest as components
+
+    for component in downloads:
+        if component not in components():
+            raise unknown(f"component in {where} downloads:", component, components())
     if raw.get("geometry", "per-gpu") not in GEOMETRIES:
         raise UsageError(f"{where}: geometry {raw.get('geometry')!r}; valid: {', '.join(GEOMETRIES)}")
     install = raw.get("install", {})

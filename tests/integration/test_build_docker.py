@@ -160,6 +160,7 @@ def test_checksum_mismatch_fails_the_build_naming_the_file(pytorch_cpu_image, pa
     probe = payload_copy / "fetch-probe"
     probe.mkdir()
     (probe / "payload.toml").write_text('description = "fetch probe"\nflavors = ["*"]\ngeometry = "single"\n'
+                                        'downloads = ["osu-micro-benchmarks"]\n'
                                         '[install."*"]\nbuild = "build.sh"\n[run]\ncommand = ["true"]\n')
     (probe / "build.sh").write_text('#!/bin/bash\nset -euo pipefail\n'
                                     '"$HPCAI_FETCH" "$OSU_MICRO_BENCHMARKS_URL" "$OSU_MICRO_BENCHMARKS_SHA256"\n')

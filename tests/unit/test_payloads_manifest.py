@@ -247,3 +247,33 @@ def test_install_paths_are_confined(tmp_path, monkeypatch):
         (bad / "payload.toml").write_text(f'[install.cpu]\nbuild = "{script}"\n')
         with pytest.raises(UsageError, match=f"^{re.escape(where)} {re.escape(repr(script))}.*{message}"):
             load_payload("broken")
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("value, fragment", [
+    ('["ucx-ng"]', "unknown component in payloads/broken/payload.toml downloads: 'ucx-ng'; valid:"),
+    ('"osu-micro-benchmarks"', "downloads must be a list of component names"),
+    ("[1]", "downloads must be a list of component names"),
+])
+def test_downloads_name_known_components(tmp_path, monkeypatch, value, fragment):
+    bad = tmp_path / "payloads" / "broken"
+    bad.mkdir(parents=True)
+    (bad / "payload.toml").write_text(f'description = "x"\ndownloads = {value}\n')
+    monkeypatch.setattr(payloads, "payloads_root", lambda: tmp_path / "payloads")
+    with pytest.raises(UsageError, match=re.escape(fragment)):
+        load_payload("broken")
+
+
+def test_only_the_pins_an_image_downloads_reach_its_build():
+    """A payload's install hooks fetch what its manifest's `downloads` names; nothing else is pinned
+    into the build (ucx and gdrcopy, which no script fetches, never are)."""
+    from hpcai.image.render import source_pins
+    from hpcai.image.spec import make_spec
+
+    assert load_payload("osu").downloads == ("osu-micro-benchmarks",)
+    pins = source_pins(make_spec("pytorch-cpu", payloads="osu,sanity", sha="abc"))
+    assert sorted({k.rsplit("_", 1)[0] for k in pins}) == ["OSU_MICRO_BENCHMARKS"]
+    assert source_pins(make_spec("pytorch-cpu", payloads="sanity", sha="abc")) == {}
+    ngc = source_pins(make_spec("pytorch-ngc", mpi="ompi", ofi="1", payloads="nccl-tests", sha="abc"))
+    assert sorted({k.rsplit("_", 1)[0] for k in ngc}) == [
+        "AWS_OFI_NCCL", "LIBFABRIC", "NCCL_TESTS", "OPENMPI", "PMIX"]

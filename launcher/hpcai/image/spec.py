@@ -188,12 +188,10 @@ class ImageSpec:
         return used
 
     def used_components(self) -> list[str]:
-        """Components this image downloads: the stack and the payloads' sources (their install
-        hooks fetch them)."""
-        payload_sources = {"osu": "osu-micro-benchmarks", "nccl-tests": "nccl-tests",
-                           "rccl-tests": "rccl-tests"}
-        used = [*self.stack(), *(payload_sources[p] for p in self.payloads if p in payload_sources)]
-        return [n for n in used if n in self.sources]
+        """Components this image downloads: the stack, and what its payloads' install hooks fetch
+        (each manifest's `downloads`)."""
+        used = [*self.stack(), *(c for p in self.payloads for c in payload_manifest(p).downloads)]
+        return [n for n in dict.fromkeys(used) if n in self.sources]
 
     @property
     def ss(self) -> bool:
