@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import os
+import sys
 
 import torch
 
@@ -259,6 +260,12 @@ def main():
         # talk to the others dies in C++ ("terminate called without an active exception").
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
+        # Still seen once in a CI run of 4 ranks over 2 nodes: one rank's interpreter teardown
+        # aborting in gloo's C++ destructors after every result was written. Skip the teardown:
+        # everything is written and closed, so leave with the run's own status.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
