@@ -69,3 +69,20 @@ def test_ranks_reported_after_the_step_was_terminated_are_not_failures():
     assert failed_ranks(lines[1:], {}) == {3: 1}  # nothing before: report what there is
 
 
+
+
+def test_first_host_expands_only_the_first_range(monkeypatch):
+    """MASTER_ADDR from a 4,096-node allocation: one host is expanded, not the list."""
+    import hostlist
+
+    seen = []
+    real = hostlist.expand_hostlist
+    monkeypatch.setattr(hostlist, "expand_hostlist", lambda text: seen.append(text) or real(text))
+    assert hostnames.first_host("nid[000001-004096],login[1-9]") == "nid000001"
+    assert seen == ["nid[000001]"]
+
+
+@pytest.mark.parametrize("nodelist", ["nid[1-", "nid[001-004", "nid;id", "", "a]b"])
+def test_a_damaged_host_list_is_a_value_error(nodelist):
+    with pytest.raises(ValueError, match="malformed host list"):
+        hostnames.first_host(nodelist)

@@ -14,15 +14,23 @@ from collections.abc import Callable
 DEFAULT_PORT = 29500
 
 
-def check_hostlist(nodelist: str) -> str | None:
-    """Why NODELIST is not a Slurm host list (`nid[001-004,010],login1`) or a file of host names
-    (srun -w takes a path with a '/'), or None when it is one."""
+_HOST_CHARS = "host names are letters, digits, '.', '_' and '-', with [a-b,c] ranges"
+
+
+def _host_chars(nodelist: str) -> bool:
     import re
 
+    return bool(re.fullmatch(r"[A-Za-z0-9_.\-\[\],]+", nodelist))
+
+
+def check_hostlist(nodelist: str) -> str | None:
+    """Why NODELIST (a user's --nodelist) is not a Slurm host list (`nid[001-004,010],login1`) or
+    a file of host names (srun -w takes a path with a '/'), or None when it is one. The whole list
+    is expanded: this is input to check once, not the allocation's list on every launch."""
     if "/" in nodelist:
         return None if nodelist.startswith("/") and nodelist.isprintable() else "a host file must be an absolute path"
-    if not re.fullmatch(r"[A-Za-z0-9_.\-\[\],]+", nodelist):
-        return "host names are letters, digits, '.', '_' and '-', with [a-b,c] ranges"
+    if not _host_chars(nodelist):
+        return _HOST_CHARS
     import hostlist
 
     try:
@@ -33,16 +41,23 @@ def check_hostlist(nodelist: str) -> str | None:
 
 
 def first_host(nodelist: str) -> str:
-    """First host of a Slurm host list; only the first bracket group is expanded."""
+    """First host of a Slurm host list; only the first bracket group is expanded. ValueError for a
+    malformed list (e.g. a damaged SLURM_JOB_NODELIST: no MASTER_ADDR from it)."""
     nodelist = nodelist.strip()
-    if not nodelist:
-        raise ValueError("empty host list")
-    if check_hostlist(nodelist):  # e.g. a damaged SLURM_JOB_NODELIST: no MASTER_ADDR from it
+    if not nodelist or not _host_chars(nodelist):
         raise ValueError(f"malformed host list {nodelist!r}")
-    if "[" not in nodelist:
+    if "[" not in nodelist and "]" not in nodelist:
         return nodelist.split(",", 1)[0]
     import hostlist  # lazy: only needed for bracketed lists
 
+    try:
+        return _first_of_brackets(nodelist, hostlist)
+    except (hostlist.BadHostlist, IndexError, ValueError):
+        raise ValueError(f"malformed host list {nodelist!r}") from None
+
+
+def _first_of_brackets(nodelist: str, hostlist) -> str:
+    """The first host, expanding only the first bracket group (hostlist: the lazily imported module)."""
     # Expanding 4,096 hosts to take one is wasteful: cut the list at the first top-level comma.
     depth, end = 0, len(nodelist)
     for i, ch in enumerate(nodelist):

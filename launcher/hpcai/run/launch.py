@@ -299,17 +299,17 @@ def _digest(plan: LaunchPlan) -> str | None:
     if path.is_file():
         from hpcai.run.digests import image_sha256
 
-        return image_sha256(path)  # cached by (realpath, size, mtime_ns): no rehash per launch
+        return image_sha256(path)  # cached by its path and stat identity: no rehash per launch
     return None
 
 
-def _start_record(run_dir: Path, plan: LaunchPlan, status: record.RunStatus) -> None:
+def _start_record(run_dir: Path, plan: LaunchPlan, plan_data: dict, status: record.RunStatus) -> None:
     """Claim the record's logs folder, set space aside for its final files and say "running";
     a disk too full for that stops the launch before anything starts, leaving nothing behind."""
     record.claim_logs(run_dir)  # exit 2 when another run has written, or is writing, this record
     try:
         # the final plan.json and status.json are written aside before their old copies go
-        record.reserve_space(run_dir, 2 * len(json.dumps(plan.to_json(), indent=2, default=str))
+        record.reserve_space(run_dir, 2 * len(json.dumps(plan_data, indent=2, default=str))
                              + 64 * len(plan.rank_argvs or [0]) + (64 << 10))
         record.write_status(run_dir, status)
     except OSError as exc:
@@ -363,7 +363,8 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
         record.abandon(run_dir)  # the folder planning claimed
         raise
     status = record.RunStatus(state="running", started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    _start_record(run_dir, plan, status)
+    plan_data = plan.to_json()  # once: it sizes the space set aside and becomes plan.json
+    _start_record(run_dir, plan, plan_data, status)
     logs = run_dir / record.LOGS
     writes = _Writes(run_dir)
     data: dict = {}
@@ -371,7 +372,7 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
     hasher = threading.Thread(target=lambda: digest.setdefault("d", _digest(plan)), daemon=True)
 
     def write_plan() -> None:  # once the ranks are starting: this is not on their critical path
-        data.update(plan.to_json(), image_digest=None)
+        data.update(plan_data, image_digest=None)
         writes.json(record.PLAN, data)
         hasher.start()  # a SIF can be many GB: hash it while the ranks run
 
