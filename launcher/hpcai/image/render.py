@@ -22,7 +22,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from hpcai.errors import UsageError, one_line, unknown
+from hpcai.errors import UsageError, one_line, shaped, unknown
 from hpcai.image.spec import HPC_LIBS_IN_IMAGE, PREFIX, ImageSpec, Mpi
 
 FORMATS = ("docker", "apptainer")
@@ -266,10 +266,8 @@ class Writer:
         return Written(text)
 
     def _shaped(self, value: object, what: str, pattern: re.Pattern[str], shape: str) -> Written:
-        text = self.text(value, what)
-        if not pattern.fullmatch(text):
-            raise UsageError(f"{what} {text!r}: expected {shape}")
-        return text
+        """`text`, then the value's grammar (errors.shaped, the rule the spec's options use too)."""
+        return Written(shaped(what, self.text(value, what), pattern, shape))
 
     def word(self, value: object, what: str = "a value") -> Written:
         """Where the format has no quoting (FROM, COPY, %files, Bootstrap/From:): one plain word."""
