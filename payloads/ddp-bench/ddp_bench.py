@@ -11,6 +11,7 @@ measurement plus a summary.
 import argparse
 import json
 import os
+import sys
 import socket
 import time
 
@@ -173,7 +174,14 @@ def main():
                                "sec_per_iter_p50": last["sec_per_iter"]["p50"]}}
             with open(args.json, "w") as fh:
                 json.dump(doc, fh, indent=1)
+    # Leave together, then skip the interpreter's teardown: with gloo over 2 nodes a rank's exit
+    # aborted in C++ ("terminate called without an active exception") after every result was
+    # written (seen in CI for ddp-bench and hf-clm; megatron-gpt does the same).
+    dist.barrier()
     dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
