@@ -8,6 +8,11 @@
 2. touch one payload run script (in a private copy of the payloads tree, never the repo's);
 3. warm: `hpcai build pytorch-cpu` again; only the payload layers and labels may rebuild.
 Prints both times, the cached-step counts and the ratio. Needs a Docker daemon (minutes).
+
+First, without Docker (and alone with --render-only): a component bump keeps the layers before
+its own step. Two pytorch-ngc Dockerfiles that differ only in the aws-ofi-nccl version must be
+identical up to the aws-ofi-nccl step, whose ENV holds its pins, so a build reuses the libfabric,
+PMIx and Open MPI layers.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 TARGET = 0.10
+BUMP = ("aws-ofi-nccl", "1.18.0", "# Step: aws-ofi-nccl")  # component, other vetted version, its step
 
 
 def build(*args: str) -> float:
@@ -45,7 +51,35 @@ def private_base(base: str, tmp: Path) -> str:
     return tag
 
 
+def pins_stay_local() -> bool:
+    """Render pytorch-ngc at the default and at a bumped aws-ofi-nccl; print how many builder
+    instructions before the first difference the two share, and whether that difference is the
+    bumped component's own step."""
+    from hpcai.image.render import render
+    from hpcai.image.spec import make_spec
+
+    name, version, step = BUMP
+    fixed = {"sha": "0123456789ab", "build_date": "2026-01-01T00:00:00Z"}
+    before = render(make_spec("pytorch-ngc", **fixed), "docker").splitlines()
+    after = render(make_spec("pytorch-ngc", sets=[f"{name}={version}"], **fixed), "docker").splitlines()
+    first = next(i for i, (x, y) in enumerate(zip(before, after)) if x != y)
+    froms = [i for i, line in enumerate(before) if line.startswith("FROM ")]
+
+    def instructions(lines: list[str]) -> int:  # not comments, not continuation lines
+        return sum(1 for line in lines if line[:1].isupper())
+
+    shared, total = instructions(before[froms[0]:first]), instructions(before[froms[0]:froms[1]])
+    ok = before[first - 1] == step
+    print(f"rebuild_cache: bumping {name} to {version} keeps {shared} of {total} builder instructions "
+          f"(identical up to {before[first - 1]!r}): {'OK' if ok else 'EARLIER DIFFERENCE'}")
+    return ok
+
+
 def main() -> int:
+    if not pins_stay_local():
+        return 1
+    if "--render-only" in sys.argv[1:]:
+        return 0
     import hpcai.payloads
     from conftest import pip_build_inputs
     from hpcai.image.spec import make_spec

@@ -1,36 +1,19 @@
 #!/bin/bash
-# system-packages.sh builder|final: the distribution packages each stage needs.
+# system-packages.sh builder|final [PACKAGE...]: the distribution packages each stage needs.
 # builder: compilers and headers; final: runtime libraries only (no toolchain).
-# The CPU flavors take MPI and libfabric from Debian; GPU bases get them built from source.
+# The PACKAGEs are the stack's own, from its records in launcher/hpcai/image/components.toml
+# (render passes them: libnuma-dev … for a stack built from source, Debian's Open MPI/MPICH and
+# libfabric packages on the CPU flavors); this script adds what every image needs.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 stage=${1:?builder|final}
+shift
 
-pkgs=()
 if [ "$stage" = builder ]; then
-  pkgs+=(build-essential autoconf automake libtool pkg-config curl ca-certificates bzip2 file
-         python3 python3-dev python3-venv)
-  [ "${HPCAI_WITH_HVD:-0}" = 1 ] && pkgs+=(cmake git)
-  if [ "${HPCAI_FROM_SOURCE:-1}" = 1 ]; then
-    pkgs+=(libnuma-dev libhwloc-dev libevent-dev zlib1g-dev)
-  else
-    case ${HPCAI_MPI:-ompi} in
-      ompi) pkgs+=(libopenmpi-dev openmpi-bin) ;;
-      mpich) pkgs+=(libmpich-dev mpich) ;;
-    esac
-    [ "${HPCAI_WITH_OFI:-1}" = 1 ] && pkgs+=(libfabric-dev)
-  fi
+  pkgs=(build-essential autoconf automake libtool pkg-config curl ca-certificates bzip2 file
+        python3 python3-dev python3-venv "$@")
 else
-  pkgs+=(ca-certificates python3)
-  if [ "${HPCAI_FROM_SOURCE:-1}" = 1 ]; then
-    pkgs+=(libnuma1 libevent-core-2.1-7 libevent-pthreads-2.1-7 libhwloc15)
-  else
-    case ${HPCAI_MPI:-ompi} in
-      ompi) pkgs+=(openmpi-bin libopenmpi3) ;;
-      mpich) pkgs+=(mpich libmpich12) ;;
-    esac
-    [ "${HPCAI_WITH_OFI:-1}" = 1 ] && pkgs+=(libfabric1 libfabric-bin)
-  fi
+  pkgs=(ca-certificates python3 "$@")
 fi
 
 if command -v apt-get >/dev/null; then

@@ -213,3 +213,62 @@ def test_default_suite_env_lists_the_payloads_in_the_flavor_order():
     spec = make_spec("pytorch-cpu", payloads="hf-clm,osu,sanity", **FIXED)
     assert 'HPCAI_DEFAULT_SUITE="sanity,hf-clm,osu"' in render(spec, "docker")
     assert "HPCAI_DEFAULT_SUITE" not in render(make_spec("pytorch-cpu", payloads="none", **FIXED), "docker")
+
+
+def _shared_lines(a: str, b: str) -> list[str]:
+    shared = []
+    for x, y in zip(a.splitlines(), b.splitlines()):
+        if x != y:
+            break
+        shared.append(x)
+    return shared
+
+
+@pytest.mark.parametrize("component, version, step", [
+    ("aws-ofi-nccl", "1.18.0", "# Step: aws-ofi-nccl"),
+    ("libfabric", "2.2.0", "# Step: libfabric"),
+    ("osu-micro-benchmarks", "7.5.1", "# Step: payload osu (build)"),  # a payload hook's download
+])
+def test_bumping_one_component_keeps_every_layer_before_its_step(component, version, step):
+    """Each step's pins sit in an ENV just before it: bumping aws-ofi-nccl reuses the libfabric,
+    PMIx and Open MPI layers (issue 14: cache-friendly pins)."""
+    options = dict(mpi="ompi", ofi="1", horovod="1", payloads="sanity,nccl-tests,osu", **FIXED)
+    before = render(make_spec("pytorch-ngc", **options), "docker")
+    after = render(make_spec("pytorch-ngc", sets=[f"{component}={version}"], **options), "docker")
+    shared = _shared_lines(before, after)
+    assert shared[-1] == step  # identical through the step's comment …
+    prefix = component.upper().replace("-", "_")
+    assert after.splitlines()[len(shared)] == f'ENV {prefix}_VERSION="{version}" \\'  # … then its pins
+    # Nothing else differs but those pins and the component's label.
+    changed = [y for x, y in zip(before.splitlines(), after.splitlines()) if x != y]
+    assert len(before.splitlines()) == len(after.splitlines())
+    assert all(f"{prefix}_" in line or f"hpcai.component.{component}=" in line for line in changed), changed
+    assert len(changed) == 4
+
+
+def test_each_step_gets_only_its_own_pins_in_both_formats():
+    spec = make_spec("pytorch-ngc", mpi="ompi", ofi="1", horovod="1", payloads="sanity,nccl-tests,osu", **FIXED)
+    docker, apptainer = render(spec, "docker"), render(spec, "apptainer")
+    for name, step in (("libfabric", "libfabric"), ("pmix", "pmix"), ("openmpi", "openmpi"),
+                       ("aws-ofi-nccl", "aws-ofi-nccl"), ("horovod", "horovod"),
+                       ("nccl-tests", "payload nccl-tests (build)"), ("osu-micro-benchmarks", "payload osu (build)")):
+        pins = spec.sources[name].env()
+        block = docker.split(f"# Step: {step}\n", 1)[1].split("\nRUN ", 1)[0]
+        assert re.findall(r"^(?:ENV)?\s*([A-Z0-9_]+)=", block, re.M) == list(pins), step
+        lines = apptainer.split(f"    # Step: {step}\n", 1)[1].split("    cd / && ", 1)[0].splitlines()
+        assert lines == [f"    export {k}={v}" for k, v in pins.items()], step
+    # No pins before the stack: the system packages and the framework never see one.
+    head = docker.split("# Step: libfabric\n", 1)[0]
+    assert "_SHA256=" not in head
+    assert "_SHA256=" not in apptainer.split("    # Step: libfabric\n", 1)[0]
+
+
+def test_system_packages_step_passes_the_records_packages(rendered):
+    docker = rendered[("pytorch-ngc", "ompi", "1", "1", False)][0]
+    assert ("RUN /opt/hpcai-build/install/system-packages.sh builder "
+            "libnuma-dev libevent-dev libhwloc-dev zlib1g-dev cmake git\n") in docker
+    assert ("RUN /opt/hpcai-build/install/system-packages.sh final "
+            "libnuma1 libevent-core-2.1-7 libevent-pthreads-2.1-7 libhwloc15\n") in docker
+    cpu = rendered[("tensorflow-cpu", "mpich", "0", "0", False)][1]
+    assert "cd / && /opt/hpcai-build/install/system-packages.sh builder libmpich-dev mpich\n" in cpu
+    assert "cd / && /opt/hpcai-build/install/system-packages.sh final mpich libmpich12\n" in cpu

@@ -1,19 +1,23 @@
-"""The components manifest: every source an image build downloads, pinned and checksummed.
+"""The components manifest: every source an image build downloads, pinned and checksummed, and
+for the stack components how and when each is built.
 
-`components.toml` lists, per component, a default version with its URL template and sha256 and
-the other vetted versions (alternates). `resolve()` turns the user's selections (`--set
-libfabric=2.2.0`, `LIBFABRIC_VERSION=2.2.0`) into concrete `Source`s; a version the manifest does
-not know is refused unless the user passes `--allow-unverified`, in which case its download is
-not checked (and the build log says so).
+`components.toml` holds one record per component: a default version with its URL template and
+sha256, the other vetted versions (alternates), and for the stack its install script, the
+`Condition` under which a spec builds it and the system packages it needs (or, where the image
+takes it from Debian, that condition and those packages). `resolve()` turns the user's selections
+(`--set libfabric=2.2.0`, `LIBFABRIC_VERSION=2.2.0`) into concrete `Source`s; a version the
+manifest does not know is refused unless the user passes `--allow-unverified`, in which case its
+download is not checked (and the build log says so).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -21,7 +25,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from hpcai.errors import UsageError, unknown
-from hpcai.resources import package_file
+from hpcai.resources import data_path, package_file
 
 UNVERIFIED = "unverified"  # the sha256 placeholder fetch.sh accepts only with a warning
 
@@ -53,6 +57,42 @@ class Source:
         return {f"{p}_VERSION": self.version, f"{p}_URL": self.url, f"{p}_SHA256": self.sha256}
 
 
+PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+")  # a Debian package name
+SCRIPT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.sh")  # a file directly under dockerfiles/install/
+RECORD_KEYS = ("version", "url", "url_template", "sha256", "source", "alternates", "install", "when",
+               "builder_packages", "final_packages", "debian_when", "debian_builder_packages",
+               "debian_final_packages")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A record's `when`: every term must hold; a term holds when one of its `|` alternatives does;
+    an alternative is a trait (`ofi`, `mpi:ompi`), `!` before it negates it. No terms: never."""
+
+    terms: tuple[tuple[str, ...], ...] = ()
+
+    def holds(self, traits: Mapping[str, object]) -> bool:
+        return bool(self.terms) and all(any(_alternative_holds(a, traits) for a in term) for term in self.terms)
+
+
+def _alternative_holds(alternative: str, traits: Mapping[str, object]) -> bool:
+    negated = alternative.startswith("!")
+    name, _, value = alternative.lstrip("!").partition(":")
+    found = traits[name] == value if value else bool(traits[name])
+    return found != negated
+
+
+@dataclass(frozen=True)
+class Packages:
+    """The Debian packages a component needs in each stage: to build it, and to run it."""
+
+    builder: tuple[str, ...] = ()
+    final: tuple[str, ...] = ()
+
+    def stage(self, name: str) -> tuple[str, ...]:
+        return self.builder if name == "builder" else self.final
+
+
 @dataclass(frozen=True)
 class Component:
     name: str
@@ -60,10 +100,28 @@ class Component:
     default: Source
     alternates: tuple[Source, ...]
     origin: str  # where the default's checksum was read
+    install: str = ""  # its script under dockerfiles/install/ ("" for sources payload hooks fetch)
+    when: Condition = field(default_factory=Condition)  # when a spec builds it with `install`
+    packages: Packages = field(default_factory=Packages)  # what building it needs
+    debian_when: Condition = field(default_factory=Condition)  # when a spec takes it from Debian instead
+    debian_packages: Packages = field(default_factory=Packages)  # those Debian packages
 
     @property
     def known(self) -> dict[str, Source]:
         return {s.version: s for s in (self.default, *self.alternates)}
+
+    def built(self, traits: Mapping[str, object]) -> bool:
+        """Whether a spec with these traits builds this component with its install script."""
+        return self.when.holds(traits)
+
+    def system_packages(self, stage: str, traits: Mapping[str, object]) -> tuple[str, ...]:
+        """The packages stage ("builder" or "final") installs for this component: those its build
+        needs, or those that bring it from Debian, or none."""
+        if self.built(traits):
+            return self.packages.stage(stage)
+        if self.debian_when.holds(traits):
+            return self.debian_packages.stage(stage)
+        return ()
 
 
 @functools.cache
@@ -73,17 +131,90 @@ def _raw() -> dict:
 
 @functools.cache
 def manifest() -> dict[str, Component]:
-    comps = {}
-    for name, c in _raw()["components"].items():
-        # A missing sha256 means no trusted checksum exists (rccl-tests): the source is
-        # UNVERIFIED, and make_spec refuses images that use it unless --allow-unverified.
-        default = Source(name, c["version"], c["url"].format(version=c["version"]),
-                         c.get("sha256", UNVERIFIED))
-        alts = tuple(Source(name, a["version"], a["url"], a.get("sha256", UNVERIFIED))
-                     for a in c.get("alternates", []))
-        # url_template: for versions not listed (when `url` is one concrete file, as for horovod).
-        comps[name] = Component(name, c.get("url_template", c["url"]), default, alts, c.get("source", ""))
-    return comps
+    """Every record of components.toml, in the file's order (the stack's build order), checked."""
+    return {name: parse_record(name, c) for name, c in _raw()["components"].items()}
+
+
+def parse_record(name: str, c: dict) -> Component:
+    """One components.toml record, checked: unknown keys, condition terms, script, package names."""
+    # (No square brackets in errors: the CLI prints them through rich, which reads them as markup.)
+    where = f"components.toml, component {name}"
+    extra = sorted(set(c) - set(RECORD_KEYS))
+    if extra:
+        raise UsageError(f"{where}: unknown key {extra[0]!r}; valid: {', '.join(RECORD_KEYS)}")
+    # A missing sha256 means no trusted checksum exists (rccl-tests): the source is
+    # UNVERIFIED, and make_spec refuses images that use it unless --allow-unverified.
+    default = Source(name, c["version"], c["url"].format(version=c["version"]),
+                     c.get("sha256", UNVERIFIED))
+    alts = tuple(Source(name, a["version"], a["url"], a.get("sha256", UNVERIFIED))
+                 for a in c.get("alternates", []))
+    install = _install_script(where, c)
+    when = _condition(f"{where}, when", c.get("when", []))
+    if bool(install) != bool(when.terms):
+        raise UsageError(f"{where}: `install` and `when` go together (a script needs its condition, "
+                         "and a condition without a script builds nothing)")
+    debian_when = _condition(f"{where}, debian_when", c.get("debian_when", []))
+    packages = _packages(where, c, "", when)
+    debian_packages = _packages(where, c, "debian_", debian_when)
+    # url_template: for versions not listed (when `url` is one concrete file, as for horovod).
+    return Component(name, c.get("url_template", c["url"]), default, alts, c.get("source", ""),
+                     install, when, packages, debian_when, debian_packages)
+
+
+def _install_script(where: str, c: dict) -> str:
+    """The record's `install`: one script file directly under dockerfiles/install/, which must exist."""
+    install = c.get("install", "")
+    if not install:
+        return ""
+    if not isinstance(install, str) or not SCRIPT.fullmatch(install):
+        raise UsageError(f"{where}, install {install!r}: expected a script name like libfabric.sh "
+                         "(a file under dockerfiles/install/)")
+    if not data_path("dockerfiles", "install", install).is_file():
+        raise UsageError(f"{where}, install {install!r}: no such script in dockerfiles/install/")
+    return install
+
+
+def _condition(where: str, terms: object) -> Condition:
+    """A `when`/`debian_when` list, each alternative checked against the traits a spec has."""
+    from hpcai.image.spec import trait_names  # spec imports this module: import at call time
+
+    if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
+        raise UsageError(f"{where}: expected a list of terms like \"from_source\", \"mpi:ompi|mpi:mpich\"")
+    parsed = tuple(tuple(a.strip() for a in term.split("|")) for term in terms)
+    valid = trait_names()
+    for term in parsed:
+        for alternative in term:
+            if alternative.lstrip("!") not in valid:
+                raise UsageError(f"{where}: unknown term {alternative!r}; valid: {', '.join(valid)} "
+                                 "(each may be negated with !)")
+    return Condition(parsed)
+
+
+def _packages(where: str, c: dict, prefix: str, condition: Condition) -> Packages:
+    """`<prefix>builder_packages` and `<prefix>final_packages`: Debian package names, only beside
+    the condition that installs them."""
+    found = {}
+    for stage in ("builder", "final"):
+        key = f"{prefix}{stage}_packages"
+        names = c.get(key, [])
+        if not isinstance(names, list) or not all(isinstance(n, str) and PACKAGE.fullmatch(n) for n in names):
+            raise UsageError(f"{where}, {key}: expected a list of Debian package names like \"libnuma-dev\"")
+        if names and not condition.terms:
+            raise UsageError(f"{where}, {key}: no `{prefix}when` says when to install them")
+        found[stage] = tuple(names)
+    return Packages(**found)
+
+
+def stack(traits: Mapping[str, object]) -> list[str]:
+    """The components a spec with these traits builds with their own install scripts, in build
+    order (the records' order): the one rule, ImageSpec.stack reads it."""
+    return [name for name, comp in manifest().items() if comp.built(traits)]
+
+
+def system_packages(stage: str, traits: Mapping[str, object]) -> list[str]:
+    """The stack's packages for stage ("builder" or "final"), in record order, each once."""
+    found = (p for comp in manifest().values() for p in comp.system_packages(stage, traits))
+    return list(dict.fromkeys(found))
 
 
 def python_requirement(framework: str) -> str:

@@ -1,10 +1,12 @@
 """Render an ImageSpec into a Dockerfile or an Apptainer definition (pure: spec in, text out).
 
 Both formats are fed by the same ordered list of `Step`s — each one an install script under
-dockerfiles/install/ with its arguments — so a Docker image and a SIF built from the def run
-the same scripts in the same order. The Dockerfile copies each step's script just before its
-RUN so that editing one script only rebuilds from that step on; payload folders are copied
-last so that touching a payload's run script only rebuilds the final layers.
+dockerfiles/install/ with its arguments and the pins of what it downloads — so a Docker image
+and a SIF built from the def run the same scripts in the same order. The stack's steps, their
+scripts and system packages come from the component records (components.toml, via
+ImageSpec.stack). The Dockerfile sets each step's pins and copies its script just before its RUN,
+so that bumping one component or editing one script only rebuilds from that step on; payload
+folders are copied last so that touching a payload's run script only rebuilds the final layers.
 
 Every value the templates write passes the `Writer` at the end of this module, the one rule for
 both formats: control characters are refused (errors.one_line, naming where the value came from),
@@ -23,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hpcai.errors import UsageError, one_line, shaped, unknown
+from hpcai.image import components
 from hpcai.image.spec import HPC_LIBS_IN_IMAGE, PREFIX, ImageSpec, Mpi
 
 FORMATS = ("docker", "apptainer")
@@ -39,6 +42,12 @@ class Step:
     args: tuple[str, ...] = ()
     payload: str = ""  # payload name for payload hooks ("" for stack components)
     files: tuple[str, ...] = field(default=())  # context paths to copy in first (payload hooks)
+    pins: tuple[tuple[str, str], ...] = ()  # <NAME>_VERSION/_URL/_SHA256 of what it downloads
+
+    @property
+    def pin_env(self) -> dict[str, str]:
+        """The pins, set just before the step: a bumped pin rebuilds from this step on, not the stack."""
+        return dict(self.pins)
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -61,6 +70,7 @@ class PayloadHooks:
     build: str | None
     runtime: str | None
     files: tuple[str, ...]  # files of the payload folder the hooks may read (copied to the context)
+    downloads: tuple[str, ...] = ()  # components its build hook fetches (the manifest's `downloads`)
 
 
 def payload_hooks(spec: ImageSpec) -> list[PayloadHooks]:
@@ -85,25 +95,41 @@ def payload_hooks(spec: ImageSpec) -> list[PayloadHooks]:
         for extra in (*manifest.dir.glob("requirements*.txt"), *manifest.dir.glob("install/**/*")):
             if extra.is_file():
                 files.add(str(extra.relative_to(manifest.dir)))
-        hooks.append(PayloadHooks(name, steps.build, steps.runtime, tuple(sorted(files))))
+        hooks.append(PayloadHooks(name, steps.build, steps.runtime, tuple(sorted(files)), manifest.downloads))
     return hooks
 
 
 def builder_steps(spec: ImageSpec, hooks: list[PayloadHooks]) -> list[Step]:
-    """Compile everything into PREFIX, stack first (rarely changes), payload hooks last."""
-    steps = [Step("system packages (builder)", "system-packages.sh", ("builder",)),
-             Step("python venv and framework", "python-venv.sh")]
-    steps += [Step(name, f"{name}.sh") for name in spec.stack()]
+    """Compile everything into PREFIX, stack first (rarely changes), payload hooks last. Each
+    stack component is its record's install script with its own pins; a payload's build hook gets
+    the pins of the downloads no earlier step was given."""
+    records, stack = components.manifest(), spec.stack()
+    steps = [system_packages_step(spec, "builder"), Step("python venv and framework", "python-venv.sh")]
+    steps += [Step(name, records[name].install, pins=pins(spec, [name])) for name in stack]
+    pinned = set(stack)  # an ENV (a %post export) stays set for the later steps
     for h in hooks:
         if h.build:
+            fetched = [n for n in h.downloads if n not in pinned]
+            pinned.update(fetched)
             steps.append(Step(f"payload {h.name} (build)", "payload-hook.sh", (h.name, h.build),
-                              payload=h.name, files=h.files))
+                              payload=h.name, files=h.files, pins=pins(spec, fetched)))
     return steps
 
 
+def system_packages_step(spec: ImageSpec, stage: str) -> Step:
+    """system-packages.sh STAGE PKG…: the stack's packages for the stage, read from the component
+    records (the script adds the toolchain, or the runtime's few, every image needs)."""
+    title = "system packages (builder)" if stage == "builder" else "system packages (runtime)"
+    return Step(title, "system-packages.sh", (stage, *components.system_packages(stage, spec.traits())))
+
+
+def pins(spec: ImageSpec, names: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """The <NAME>_VERSION/_URL/_SHA256 variables of these components at the spec's versions."""
+    return tuple((k, v) for name in names for k, v in spec.sources[name].env().items())
+
+
 def final_steps(spec: ImageSpec, hooks: list[PayloadHooks]) -> list[Step]:
-    steps = [Step("system packages (runtime)", "system-packages.sh", ("final",)),
-             Step("finalize prefix", "finalize.sh")]
+    steps = [system_packages_step(spec, "final"), Step("finalize prefix", "finalize.sh")]
     for h in hooks:
         if h.runtime:
             steps.append(Step(f"payload {h.name} (runtime)", "payload-hook.sh", (h.name, h.runtime),
@@ -119,8 +145,9 @@ def stage_env(spec: ImageSpec) -> dict[str, str]:
 
 
 def stack_env(spec: ImageSpec) -> dict[str, str]:
-    """What the system packages depend on. Set before them, so flavors that share a family and
-    stack (pytorch-cpu, tensorflow-cpu) share those layers too."""
+    """The stack's options, which install scripts and payload hooks read. Set before the system
+    packages, so flavors that share a family and stack (pytorch-cpu, tensorflow-cpu) share those
+    layers too."""
     return {
         "HPCAI_PREFIX": PREFIX,
         "HPCAI_FAMILY": spec.family,
@@ -174,12 +201,9 @@ def ss_env(spec: ImageSpec) -> dict[str, str]:
 
 
 def source_pins(spec: ImageSpec) -> dict[str, str]:
-    """Builder-only variables: the pins of the components this image downloads (no other pin
-    reaches the build, so changing one never invalidates an image that does not use it)."""
-    env: dict[str, str] = {}
-    for name in sorted(spec.used_components()):
-        env.update(spec.sources[name].env())
-    return env
+    """Every pin that reaches the build: those of the steps that download (builder only; no other
+    pin reaches it, so changing one never invalidates an image that does not use it)."""
+    return {k: v for step in builder_steps(spec, payload_hooks(spec)) for k, v in step.pins}
 
 
 @functools.cache
@@ -205,7 +229,7 @@ def template_values(spec: ImageSpec) -> dict:
     return {
         "spec": spec, "prefix": PREFIX, "build_dir": BUILD_DIR, "hpc_libs_dir": HPC_LIBS_IN_IMAGE,
         "builder_steps": builder_steps(spec, hooks), "final_steps": final_steps(spec, hooks),
-        "stage_env": stage_env(spec), "stack_env": stack_env(spec), "flavor_env": flavor_env(spec), "source_pins": source_pins(spec), "runtime_env": runtime_env(spec),
+        "stage_env": stage_env(spec), "stack_env": stack_env(spec), "flavor_env": flavor_env(spec), "runtime_env": runtime_env(spec),
         "ss_env": ss_env(spec),
         "labels": spec.labels(), "hooks": hooks,
         "apt_sources_name": apt_name,

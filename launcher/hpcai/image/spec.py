@@ -90,6 +90,13 @@ def flavors() -> dict[str, Flavor]:
     }
 
 
+def trait_names() -> list[str]:
+    """The terms a component record's `when` may use: ImageSpec.traits' switches, and its valued
+    traits as `mpi:<value>` / `family:<value>` (the families flavors.toml names)."""
+    families = dict.fromkeys(f.family for f in flavors().values())
+    return ["from_source", "ofi", "horovod", *(f"mpi:{m.value}" for m in Mpi), *(f"family:{f}" for f in families)]
+
+
 def flavor(name: str) -> Flavor:
     found = flavors().get(name)
     if found is None:
@@ -172,20 +179,18 @@ class ImageSpec:
         packages (the upstream download hosts are not reachable everywhere CI runs)."""
         return self.family != "cpu"
 
+    def traits(self) -> dict[str, object]:
+        """What a component record's `when` reads (components.toml; `trait_names` lists the terms)."""
+        return {"from_source": self.from_source, "ofi": self.ofi, "horovod": self.horovod,
+                "mpi": self.mpi.value, "family": self.family}
+
     def stack(self) -> list[str]:
-        """The components built into the image by their own install script
-        (dockerfiles/install/<name>.sh), in build order: the one rule for which of them a spec
-        uses (render's build steps, the build environment, the labels and the tag all read it)."""
-        used = []
-        if self.from_source:
-            if self.ofi or self.mpi is not Mpi.NONE:
-                used.append("libfabric")
-            used += {Mpi.OMPI: ["pmix", "openmpi"], Mpi.MPICH: ["mpich"], Mpi.NONE: []}[self.mpi]
-            if self.ofi and self.family in ("cuda", "rocm"):
-                used.append("aws-ofi-nccl")
-        if self.horovod:
-            used.append("horovod")
-        return used
+        """The components built into the image by their own install script, in build order: the
+        components.toml records whose `when` holds for this spec's traits. The one rule for which
+        of them a spec uses (render's build steps and packages, the labels and the tag read it)."""
+        from hpcai.image import components
+
+        return components.stack(self.traits())
 
     def used_components(self) -> list[str]:
         """Components this image downloads: the stack, and what its payloads' install hooks fetch

@@ -22,7 +22,7 @@ RUN /opt/hpcai-build/install/apt-sources.sh /opt/hpcai-build/apt/debian.sources
 COPY install/lib.sh install/fetch.sh /opt/hpcai-build/install/
 # Step: system packages (builder)
 COPY install/system-packages.sh /opt/hpcai-build/install/
-RUN /opt/hpcai-build/install/system-packages.sh builder
+RUN /opt/hpcai-build/install/system-packages.sh builder libfabric-dev libopenmpi-dev openmpi-bin
 ENV HPCAI_FLAVOR="pytorch-cpu" \
     HPCAI_FRAMEWORK="pytorch" \
     HPCAI_BASE_ENTRYPOINT=""
@@ -34,8 +34,10 @@ ENV HPCAI_FRAMEWORK_REQUIREMENT="torch==2.13.0 numpy==2.4.6"
 # Step: python venv and framework
 COPY install/python-venv.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/python-venv.sh
-# Pinned sources: every download is checked against these sha256 (install/lib.sh: fetch).
-# sources/ holds pre-downloaded tarballs for air-gapped builds (may be empty).
+# Pinned sources: each step that downloads gets its pins (<NAME>_VERSION/_URL/_SHA256) in an ENV
+# just before it, so bumping one component rebuilds from its own step on; every download is
+# checked against its sha256 (install/lib.sh: fetch). sources/ holds pre-downloaded tarballs for
+# air-gapped builds (may be empty).
 COPY sources/ /opt/hpcai-build/sources/
 
 FROM debian:bookworm-slim
@@ -55,7 +57,7 @@ RUN /opt/hpcai-build/install/apt-sources.sh /opt/hpcai-build/apt/debian.sources
 COPY install/lib.sh /opt/hpcai-build/install/
 # Step: system packages (runtime)
 COPY install/system-packages.sh /opt/hpcai-build/install/
-RUN /opt/hpcai-build/install/system-packages.sh final
+RUN /opt/hpcai-build/install/system-packages.sh final libfabric1 libfabric-bin openmpi-bin libopenmpi3
 ENV HPCAI_FLAVOR="pytorch-cpu" \
     HPCAI_FRAMEWORK="pytorch" \
     HPCAI_BASE_ENTRYPOINT=""

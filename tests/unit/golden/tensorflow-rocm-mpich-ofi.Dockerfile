@@ -18,38 +18,40 @@ ENV DEBIAN_FRONTEND="noninteractive" \
 COPY install/lib.sh install/fetch.sh /opt/hpcai-build/install/
 # Step: system packages (builder)
 COPY install/system-packages.sh /opt/hpcai-build/install/
-RUN /opt/hpcai-build/install/system-packages.sh builder
+RUN /opt/hpcai-build/install/system-packages.sh builder libnuma-dev libhwloc-dev
 ENV HPCAI_FLAVOR="tensorflow-rocm" \
     HPCAI_FRAMEWORK="tensorflow" \
     HPCAI_BASE_ENTRYPOINT=""
 # Step: python venv and framework
 COPY install/python-venv.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/python-venv.sh
-# Pinned sources: every download is checked against these sha256 (install/lib.sh: fetch).
-# sources/ holds pre-downloaded tarballs for air-gapped builds (may be empty).
+# Pinned sources: each step that downloads gets its pins (<NAME>_VERSION/_URL/_SHA256) in an ENV
+# just before it, so bumping one component rebuilds from its own step on; every download is
+# checked against its sha256 (install/lib.sh: fetch). sources/ holds pre-downloaded tarballs for
+# air-gapped builds (may be empty).
 COPY sources/ /opt/hpcai-build/sources/
-ENV AWS_OFI_NCCL_VERSION="1.19.0" \
-    AWS_OFI_NCCL_URL="https://github.com/aws/aws-ofi-nccl/releases/download/v1.19.0/aws-ofi-nccl-1.19.0.tar.gz" \
-    AWS_OFI_NCCL_SHA256="fd8ecd15f0de88e07b2194637938dadcf247ad3b5150651dfd0bb0c4bb32ff3c" \
-    LIBFABRIC_VERSION="2.5.1" \
-    LIBFABRIC_URL="https://github.com/ofiwg/libfabric/releases/download/v2.5.1/libfabric-2.5.1.tar.bz2" \
-    LIBFABRIC_SHA256="ac34788a52b3e4a3a1ef712ec29bc4261c63dfbd9e5e4d6e202a0c3687be368d" \
-    MPICH_VERSION="4.3.2" \
-    MPICH_URL="https://www.mpich.org/static/downloads/4.3.2/mpich-4.3.2.tar.gz" \
-    MPICH_SHA256="47d774587a7156a53752218c811c852e70ac44db9c502dc3f399b4cb817e3818" \
-    OSU_MICRO_BENCHMARKS_VERSION="7.5.2" \
-    OSU_MICRO_BENCHMARKS_URL="https://mvapich.cse.ohio-state.edu/download/mvapich/osu-micro-benchmarks-7.5.2.tar.gz" \
-    OSU_MICRO_BENCHMARKS_SHA256="618de3d0b1122f73a9229177d2da1e5cd62e431190580cb915f2605849cbbbdc"
 # Step: libfabric
+ENV LIBFABRIC_VERSION="2.5.1" \
+    LIBFABRIC_URL="https://github.com/ofiwg/libfabric/releases/download/v2.5.1/libfabric-2.5.1.tar.bz2" \
+    LIBFABRIC_SHA256="ac34788a52b3e4a3a1ef712ec29bc4261c63dfbd9e5e4d6e202a0c3687be368d"
 COPY install/libfabric.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/libfabric.sh
 # Step: mpich
+ENV MPICH_VERSION="4.3.2" \
+    MPICH_URL="https://www.mpich.org/static/downloads/4.3.2/mpich-4.3.2.tar.gz" \
+    MPICH_SHA256="47d774587a7156a53752218c811c852e70ac44db9c502dc3f399b4cb817e3818"
 COPY install/mpich.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/mpich.sh
 # Step: aws-ofi-nccl
+ENV AWS_OFI_NCCL_VERSION="1.19.0" \
+    AWS_OFI_NCCL_URL="https://github.com/aws/aws-ofi-nccl/releases/download/v1.19.0/aws-ofi-nccl-1.19.0.tar.gz" \
+    AWS_OFI_NCCL_SHA256="fd8ecd15f0de88e07b2194637938dadcf247ad3b5150651dfd0bb0c4bb32ff3c"
 COPY install/aws-ofi-nccl.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/aws-ofi-nccl.sh
 # Step: payload osu (build)
+ENV OSU_MICRO_BENCHMARKS_VERSION="7.5.2" \
+    OSU_MICRO_BENCHMARKS_URL="https://mvapich.cse.ohio-state.edu/download/mvapich/osu-micro-benchmarks-7.5.2.tar.gz" \
+    OSU_MICRO_BENCHMARKS_SHA256="618de3d0b1122f73a9229177d2da1e5cd62e431190580cb915f2605849cbbbdc"
 COPY payload-hooks/osu/ /opt/hpcai-build/payloads/osu/
 COPY install/payload-hook.sh install/payload-lib.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/payload-hook.sh osu build.sh
@@ -67,7 +69,7 @@ ENV DEBIAN_FRONTEND="noninteractive" \
 COPY install/lib.sh /opt/hpcai-build/install/
 # Step: system packages (runtime)
 COPY install/system-packages.sh /opt/hpcai-build/install/
-RUN /opt/hpcai-build/install/system-packages.sh final
+RUN /opt/hpcai-build/install/system-packages.sh final libnuma1 libhwloc15
 ENV HPCAI_FLAVOR="tensorflow-rocm" \
     HPCAI_FRAMEWORK="tensorflow" \
     HPCAI_BASE_ENTRYPOINT=""
