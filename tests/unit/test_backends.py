@@ -8,7 +8,7 @@ import pytest
 from hpcai.run import hostnames
 from hpcai.run.backends import Geometry, get_backend
 from hpcai.run.backends.local import rank_env
-from hpcai.run.launch import failed_ranks
+from hpcai.run.backends.srun import failed_ranks
 
 
 def test_srun_inside_allocation_is_a_step():

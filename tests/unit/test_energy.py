@@ -121,7 +121,7 @@ def test_jpwr_path_recovers_payload_exit_code(tmp_path):
 def test_finalize_adds_energy_to_run_metrics(tmp_path):
     import json
 
-    from hpcai.results.records import finalize
+    from hpcai.results.runs import finalize
 
     (tmp_path / "logs").mkdir()
     (tmp_path / "plan.json").write_text(json.dumps({"payload": "hvd-synthetic", "nodes": 1}))
@@ -152,7 +152,7 @@ DAMAGED_CSV = {
 def test_damaged_power_csv_is_named_and_skipped_the_run_keeps_its_metrics(tmp_path, kind):
     import json
 
-    from hpcai.results.records import finalize
+    from hpcai.results.runs import finalize
 
     (tmp_path / "logs").mkdir()
     (tmp_path / "plan.json").write_text(json.dumps({"payload": "hvd-synthetic", "nodes": 2}))

@@ -69,7 +69,7 @@ def test_show_lists_runs_and_failed_parse(tmp_path, hpcai):
     assert r.exit_code == 0, r.stderr
     assert "latency_8B" in r.stdout and "2×4" in r.stdout and "no '# OSU" in r.stdout
     assert not (tmp_path / "bad" / "metrics.json").exists()  # reading never writes into a record
-    from hpcai.results.records import finalize
+    from hpcai.results.runs import finalize
 
     assert finalize(tmp_path / "bad") is None  # the launcher's end-of-run step records the failure
     metrics = json.loads((tmp_path / "bad" / "metrics.json").read_text())
@@ -103,7 +103,7 @@ def test_parse_cli_derives_tflops_from_given_facts(hpcai):
 
 
 def test_per_gpu_copies_sum_throughputs_and_skip_hidden_records(tmp_path):
-    from hpcai.results.records import finalize, load_all
+    from hpcai.results.runs import finalize, load_all
 
     run = make_run(tmp_path, "pg", "hvd-synthetic", "Img/sec per GPU: 100.0 +-1.0\nTotal img/sec on 1 GPU(s): 100.0 +-1.0\n",
                    per_gpu=True)

@@ -40,7 +40,7 @@ DAMAGE = {
 
 
 def three_runs(root, hpcai):
-    from hpcai.results.records import finalize
+    from hpcai.results.runs import finalize
 
     for name in ("good1", "good2", "bad"):
         finalize(make_run(root, name, "hvd-synthetic", hvd_log(1000)))  # as the launcher does at the end

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hpcai.payloads import load_payload
-from hpcai.results import records
+from hpcai.results import runs
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 CASES = [("hf-clm", "hf_clm_hpcai.log"), ("ddp-bench", "ddp_bench_hpcai.log"), ("mpi-allreduce", "mpi_allreduce.log"),
@@ -26,7 +26,7 @@ def record_of(tmp_path: Path, payload: str, text: str, **plan) -> dict[str, dict
     (run / "plan.json").write_text(json.dumps({"payload": payload, "nodes": 1, "ntasks_per_node": 1,
                                                "payload_vars": {}, **plan}))
     (run / "logs" / "rank-0.out").write_text(text)
-    result = records.finalize(run)
+    result = runs.finalize(run)
     assert result is not None, (run / "metrics.json").read_text()
     return {m.name: m for m in result.metrics}
 
@@ -63,7 +63,7 @@ def test_a_log_too_big_for_the_regexes_keeps_the_parsers_figures(tmp_path, monke
     regexes. Beyond REGEX_FALLBACK_MAX they are skipped, with a warning; the streaming parser's
     figures and a runner's HPCAI_RESULT line (read a line at a time) still count."""
     text = (LOGS / "nccl_allreduce_2.21.log").read_text()
-    monkeypatch.setattr(records, "REGEX_FALLBACK_MAX", len(text) // 2)
+    monkeypatch.setattr(runs, "REGEX_FALLBACK_MAX", len(text) // 2)
     metrics = record_of(tmp_path, "nccl-tests", text)
     assert metrics["busbw_avg"].value > 0
     doc = json.loads((tmp_path / "run" / "metrics.json").read_text())

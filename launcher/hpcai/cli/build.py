@@ -7,8 +7,11 @@ an empty variable means unset. Heavy imports happen inside the commands.
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -40,38 +43,55 @@ O_SOURCES = typer.Option(None, "--sources", envvar="SOURCES_DIR",
                          help="Folder of pre-downloaded source tarballs (air-gapped); still sha256-checked.")
 
 
-# The image-spec options shared by `render` and `build` (each command declares them in its signature).
-SPEC_OPTIONS = ("base", "arch", "mpi", "ofi", "horovod", "hpc_libs", "payloads", "ngc_version",
-                "rocm_version", "sets", "allow_unverified", "repository", "tag", "wheelhouse",
-                "ca_bundle", "apt_sources", "sources_dir")
+# The image-spec options of `render` and `build`, declared once: (parameter, type, option).
+# `_with_spec_options` puts them after a command's own parameters, as typer reads a signature.
+SPEC_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+    ("base", Optional[str], O_BASE), ("arch", str, O_ARCH), ("mpi", Optional[str], O_MPI),
+    ("ofi", Optional[str], O_OFI), ("horovod", Optional[str], O_HVD), ("hpc_libs", Optional[str], O_LIBS),
+    ("payloads", Optional[str], O_PAYLOADS), ("ngc_version", Optional[str], O_NGC),
+    ("rocm_version", Optional[str], O_ROCM), ("sets", Optional[list[str]], O_SET),
+    ("allow_unverified", bool, O_UNVERIFIED), ("repository", Optional[str], O_REPO),
+    ("tag", Optional[str], O_TAG), ("wheelhouse", Optional[str], O_WHEELS), ("ca_bundle", Optional[str], O_CA),
+    ("apt_sources", Optional[str], O_APT), ("sources_dir", Optional[str], O_SOURCES))
 
 
-def _spec(flavor: str, options: dict):
-    """ImageSpec from a command's arguments (`locals()`), taking only the spec options."""
+def _with_spec_options(body: Callable[..., None]) -> Callable[..., None]:
+    """A command typer reads as BODY's own parameters followed by SPEC_OPTIONS; BODY is called
+    with its own values and the spec options' values as one dict, `spec_options`."""
+    own = [p for p in inspect.signature(body, eval_str=True).parameters.values() if p.name != "spec_options"]
+    params = own + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
+                    for name, kind, info in SPEC_OPTIONS]
+
+    @functools.wraps(body)
+    def cmd(**values: Any) -> None:  # click passes every parameter by name
+        spec_options = {name: values.pop(name) for name, _, _ in SPEC_OPTIONS}
+        body(**values, spec_options=spec_options)
+
+    cmd.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+    cmd.__annotations__ = {p.name: p.annotation for p in params}
+    return cmd
+
+
+def _spec(flavor: str, spec_options: dict[str, Any]):
+    """ImageSpec from a command's spec options."""
     from hpcai.image.spec import make_spec
 
-    return make_spec(flavor, **{name: options[name] for name in SPEC_OPTIONS})
+    return make_spec(flavor, **spec_options)
 
 
+@_with_spec_options
 def render_cmd(
     flavor: str = typer.Argument(..., help="Image flavor, e.g. pytorch-cpu."),
     fmt: str = typer.Option("docker", "--format", "-f", help="docker | apptainer"),
     context_dir: Optional[Path] = typer.Option(None, "--context", help="Also write the full build context here."),
     bootstrap: str = typer.Option("docker", "--bootstrap",
                                   help="Apptainer base source: docker | docker-daemon | localimage."),
-    base: Optional[str] = O_BASE, arch: str = O_ARCH, mpi: Optional[str] = O_MPI,
-    ofi: Optional[str] = O_OFI, horovod: Optional[str] = O_HVD, hpc_libs: Optional[str] = O_LIBS,
-    payloads: Optional[str] = O_PAYLOADS, ngc_version: Optional[str] = O_NGC,
-    rocm_version: Optional[str] = O_ROCM, sets: Optional[list[str]] = O_SET,
-    allow_unverified: bool = O_UNVERIFIED, repository: Optional[str] = O_REPO,
-    tag: Optional[str] = O_TAG, wheelhouse: Optional[str] = O_WHEELS,
-    ca_bundle: Optional[str] = O_CA, apt_sources: Optional[str] = O_APT,
-    sources_dir: Optional[str] = O_SOURCES,
+    *, spec_options: dict[str, Any],
 ) -> None:
     """Print the Dockerfile or Apptainer definition for FLAVOR to stdout."""
     from hpcai.image.render import render
 
-    spec = _spec(flavor, locals())
+    spec = _spec(flavor, spec_options)
     text = render(spec, fmt, bootstrap)
     if context_dir is not None:
         from hpcai.image.context import prepare_context
@@ -80,20 +100,14 @@ def render_cmd(
     typer.echo(text, nl=False)
 
 
+@_with_spec_options
 def build_cmd(
     flavor: str = typer.Argument(..., help="Image flavor, e.g. pytorch-cpu."),
     builder: Optional[str] = typer.Option(None, "--builder", envvar="DOCKER", help="docker | podman"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the commands, build nothing."),
     keep_context: bool = typer.Option(False, "--keep-context", help="Keep the build context folder."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore the builder's layer cache."),
-    base: Optional[str] = O_BASE, arch: str = O_ARCH, mpi: Optional[str] = O_MPI,
-    ofi: Optional[str] = O_OFI, horovod: Optional[str] = O_HVD, hpc_libs: Optional[str] = O_LIBS,
-    payloads: Optional[str] = O_PAYLOADS, ngc_version: Optional[str] = O_NGC,
-    rocm_version: Optional[str] = O_ROCM, sets: Optional[list[str]] = O_SET,
-    allow_unverified: bool = O_UNVERIFIED, repository: Optional[str] = O_REPO,
-    tag: Optional[str] = O_TAG, wheelhouse: Optional[str] = O_WHEELS,
-    ca_bundle: Optional[str] = O_CA, apt_sources: Optional[str] = O_APT,
-    sources_dir: Optional[str] = O_SOURCES,
+    *, spec_options: dict[str, Any],
 ) -> None:
     """Build the image for FLAVOR with Docker (default) or Podman; prints the tag."""
     import shlex
@@ -103,7 +117,7 @@ def build_cmd(
     from hpcai.console import err, out
 
     engine = build.builder_name(builder)
-    spec = _spec(flavor, locals())
+    spec = _spec(flavor, spec_options)
     ctx = build.work_dir() / "context" / spec.flavor.name
     argv = build.build_argv(spec, engine, ctx, no_cache)
     if dry_run:

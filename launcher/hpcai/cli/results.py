@@ -25,7 +25,7 @@ RUNS_HELP = "Run-record folders, or folders holding them (runs/, a sweep folder)
 def _records(paths: list[Path] | None):
     """The readable records; a damaged one is skipped with one warning line on stderr."""
     from hpcai.console import err, plain
-    from hpcai.results.records import read_all
+    from hpcai.results.runs import read_all
 
     records, skipped = read_all(list(paths) if paths else [Path("runs")])
     for line in skipped:

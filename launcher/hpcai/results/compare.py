@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hpcai.results.baselines import Configuration, Reference, find
-from hpcai.results.records import RunRecord
+from hpcai.results.runs import RunRecord
 from hpcai.results.stats import DEFAULT_MIN_COUNT, DEVIATION_QUANTILE, Stats, describe, quantile, weighted_geomean
 
 PASS, FAIL, TOO_FEW, NO_REF = "pass", "fail", "too few runs", "no reference"

@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from hpcai.console import plain
-from hpcai.results.records import RunRecord
+from hpcai.results.runs import RunRecord
 
 COLUMNS = [
     "JobID", "System", "Version", "Queue", "Runtime(s)", "Payload", "Model", "ModelSize", "Dataset", "Nodes",

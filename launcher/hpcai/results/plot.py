@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcai.errors import UsageError
-from hpcai.results.records import RunRecord
+from hpcai.results.runs import RunRecord
 
 SIZE_TABLE_PARSERS = {"nccl-tests": "busbw", "mpi-allreduce": "BusBW(MB/s)"}
 

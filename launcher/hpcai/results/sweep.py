@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hpcai.results.records import RunRecord
+from hpcai.results.runs import RunRecord
 
 
 @dataclass(frozen=True)

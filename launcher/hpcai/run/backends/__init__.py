@@ -1,14 +1,22 @@
 """Backends: how ranks are started. srun and mpiexec return the token list put in front of each
-rank's command; local starts the ranks itself (hpcai.run.launch).
+rank's command and run it as one process; local starts every rank itself.
 
-Each backend is one small module with a class the registry names; what differs between them is
-said by its attributes, so no other module tests a backend's name.
+Each backend is one small module with a class the registry names, holding both its command and
+how it is executed; what differs between them is said by its attributes and methods, so no other
+module tests a backend's name.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
+
+TYPE_CHECKING = False  # types only: hpcai.run.plan imports this module
+if TYPE_CHECKING:
+    from hpcai.run.plan import LaunchPlan
+    from hpcai.run.processes import Outcome, Signals
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,11 @@ class Backend(Protocol):
 
     def prefix(self, geom: Geometry) -> list[str]:
         """The tokens put in front of every rank's command ([] when hpcai starts the ranks)."""
+        ...
+
+    def execute(self, plan: LaunchPlan, logs: Path, sig: Signals, started: Callable[[], None]) -> Outcome:
+        """Start the plan's ranks (their logs in `logs`), call `started` once they are, and wait
+        for them; a signal in `sig` cancels them, and a failed rank ends the others."""
         ...
 
 

@@ -7,8 +7,15 @@ PALS has no per-rank output files, so the rank shim writes logs/rank-N.out|err i
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 from hpcai.run.backends import Geometry
+from hpcai.run.processes import Outcome, Signals
+
+TYPE_CHECKING = False  # the plan's type only: importing hpcai.run.plan here would be a cycle
+if TYPE_CHECKING:
+    from hpcai.run.plan import LaunchPlan
 
 
 def argv(g: Geometry) -> list[str]:
@@ -31,3 +38,12 @@ class MpiexecBackend:
 
     def prefix(self, geom: Geometry) -> list[str]:
         return argv(geom)
+
+    def execute(self, plan: LaunchPlan, logs: Path, sig: Signals, started: Callable[[], None]) -> Outcome:
+        # Run as an srun step is: one launcher process for every rank, its stderr shown and kept,
+        # each rank's code from the shim's exit files, the same two SIGINTs to cancel. srun's
+        # stderr format and its cleanup hop to the nodes find nothing under PALS (no srun), so
+        # failed ranks come from the exit files alone.
+        from hpcai.run.backends.srun import run_step
+
+        return run_step(plan, logs, sig, started)

@@ -4,12 +4,32 @@ Format: srun --nodes=2 --ntasks-per-node=4 --cpus-per-task=72 --gpus-per-node=4 
              --kill-on-bad-exit=1 --distribution=*:block --cpu-bind=socket
              --output=RUN/logs/rank-%t.out --error=RUN/logs/rank-%t.err
 `--kill-on-bad-exit=1` ends the whole step as soon as one rank fails, so a dead rank never
-leaves the others waiting in a collective until the time limit.
+leaves the others waiting in a collective until the time limit. Failed ranks come from srun's
+own stderr (`srun: error: nid002: task 1: Exited with exit code 3`) and from the exit files the
+rank shim writes, because the test cluster (and many others) has no accounting database for
+`sacct`.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
 from hpcai.run.backends import Geometry
+from hpcai.run.processes import GRACE_S, KILLED, Outcome, Signals, failed_by_code, read_exit_files
+
+TYPE_CHECKING = False  # the plan's type only: importing hpcai.run.plan here would be a cycle
+if TYPE_CHECKING:
+    from hpcai.run.plan import LaunchPlan
+
+_SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)")
 
 
 def argv(g: Geometry) -> list[str]:
@@ -45,3 +65,100 @@ class SrunBackend:
 
     def prefix(self, geom: Geometry) -> list[str]:
         return argv(geom)
+
+    def execute(self, plan: LaunchPlan, logs: Path, sig: Signals, started: Callable[[], None]) -> Outcome:
+        return run_step(plan, logs, sig, started)
+
+
+def _ranges(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def failed_ranks(srun_stderr: list[str], exit_codes: dict[int, int]) -> dict[int, int]:
+    """{rank: exit code} of ranks that failed by themselves (not the ones killed after them).
+
+    srun reports the failing task, then `_step_signal: Terminating StepId=…` when
+    --kill-on-bad-exit ends the step; tasks reported after that were ended by Slurm, whatever
+    their code (ch-run exits 1 when its child is killed). Exit codes 130/137/143 from the rank
+    shim's files mean the same.
+    """
+    before: dict[int, int] = {}
+    after: dict[int, int] = {}
+    seen_kill = False
+    for line in srun_stderr:
+        seen_kill = seen_kill or "Terminating StepId" in line or "forcing job termination" in line
+        m = _SRUN_TASK.search(line)
+        if m and "Exited with exit code" in m.group(3):
+            code = int(m.group(3).rsplit(" ", 1)[-1])
+            (after if seen_kill else before).update({r: code for r in _ranges(m.group(2)) if code})
+    failed = {r: c for r, c in before.items() if c not in KILLED}
+    return dict(sorted(failed.items())) if failed else failed_by_code({**after, **exit_codes})
+
+
+def run_step(plan: LaunchPlan, logs: Path, sig: Signals, started: Callable[[], None]) -> Outcome:
+    """Run plan.argv, the one launcher process that starts every rank; its stderr is shown and
+    kept to name failed ranks, the rank shim's exit files give every rank's code."""
+    from hpcai.run.runtimes import get_runtime
+
+    lines: list[str] = []
+    proc = subprocess.Popen(plan.argv, env={**os.environ, **plan.secret_env},
+                            stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            errors="replace", start_new_session=True)
+
+    def pump() -> None:  # show srun's own messages and keep them to find failed ranks
+        assert proc.stderr is not None
+        shown = True
+        for line in proc.stderr:
+            lines.append(line)
+            if shown:
+                try:
+                    sys.stderr.write(line)
+                except OSError:  # stderr on a full device or a closed pipe: srun's lines are kept
+                    shown = False
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    started()
+
+    def cancel() -> None:
+        # Two SIGINTs within a second make srun pass SIGINT to every task (the shims stop their
+        # containers); a SIGTERM would make srun SIGKILL the tasks at once.
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        timer = threading.Timer(3 * GRACE_S, proc.kill)  # srun itself stuck: end it
+        timer.daemon = True
+        timer.start()
+
+    sig.on_signal = cancel
+    if sig.received:  # arrived before the handler knew about srun
+        cancel()
+    proc.wait()  # no polling: a signal runs `cancel` from the handler, then the wait resumes
+    state = "cancelled" if sig.received else "completed"
+    reader.join(timeout=5)
+    codes = read_exit_files(logs)
+    if state == "completed" and (proc.returncode or any(codes.values())):
+        state = "failed"
+    if state != "completed" and get_runtime(plan.runtime).engine:
+        _cleanup_containers(plan, logs)
+    return Outcome(state=state, codes=codes, lines=lines, returncode=proc.returncode,
+                   failed=failed_ranks(lines, codes) if state == "failed" else {})
+
+
+def _cleanup_containers(plan: LaunchPlan, logs: Path) -> None:
+    """Slurm may SIGKILL the shims; remove their containers on every node that ran one."""
+    from hpcai.run.site import Host
+
+    cleanup = [*Host().shim(), "--cleanup", f"hpcai.run={Path(plan.run_dir).name}", "--", plan.runtime]
+    hosts = sorted({p.read_text().strip() for p in logs.glob("rank-*.host")} - {""})
+    srun = ["srun", f"--nodes={len(hosts)}", "--ntasks-per-node=1", f"--nodelist={','.join(hosts)}"]
+    # on the nodes, and here for engines shared with this host
+    for command in ([*srun, *cleanup], cleanup) if hosts else (cleanup,):
+        try:
+            subprocess.run(command, capture_output=True, timeout=120, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
