@@ -1,5 +1,5 @@
 # hpcai — thin targets over the CLI. The virtualenv is created on first use.
-# Variables (all optional): WITH_MPI (1/0 or ompi/mpich/none), WITH_OFI, WITH_HVD, HPC_LIBS_DIR,
+# Variables (all optional): WITH_MPI (1/0 or ompi/mpich/none), WITH_OFI, WITH_HVD, WITH_CXI, CUDA_ARCHS, HPC_LIBS_DIR,
 # PAYLOADS, NGC_VERSION, ROCM_VERSION, TAG, DOCKER (docker|podman), WHEELHOUSE, CA_BUNDLE.
 
 SHELL := /bin/bash
@@ -10,15 +10,15 @@ FLAVORS := pytorch-ngc tensorflow-ngc pytorch-rocm tensorflow-rocm pytorch-popla
 PYTEST_ARGS ?=
 
 # Make variables reach the CLI as environment variables (each CLI option names its envvar).
-export WITH_MPI WITH_OFI WITH_HVD HPC_LIBS_DIR PAYLOADS NGC_VERSION ROCM_VERSION TAG DOCKER WHEELHOUSE CA_BUNDLE
+export WITH_MPI WITH_OFI WITH_HVD WITH_CXI CUDA_ARCHS HPC_LIBS_DIR PAYLOADS NGC_VERSION ROCM_VERSION TAG DOCKER WHEELHOUSE CA_BUNDLE
 # Also read by the image commands: BASE_IMAGE, APT_SOURCES, SOURCES_DIR, <COMPONENT>_VERSION (e.g. LIBFABRIC_VERSION).
 export BASE_IMAGE APT_SOURCES SOURCES_DIR LIBFABRIC_VERSION OPENMPI_VERSION MPICH_VERSION PMIX_VERSION AWS_OFI_NCCL_VERSION HOROVOD_VERSION
 FORMAT ?= docker
 
-.PHONY: help venv test test-unit lint demo clean base-debian golden bench check-fresh $(addprefix build-,$(FLAVORS)) $(addprefix sif-,$(FLAVORS)) $(addprefix render-,$(FLAVORS))
+.PHONY: help venv test test-unit gpu-check lint demo clean base-debian golden bench check-fresh $(addprefix build-,$(FLAVORS)) $(addprefix sif-,$(FLAVORS)) $(addprefix render-,$(FLAVORS))
 
 help:
-	@echo "make demo | test | lint | build-<flavor> | sif-<flavor> | render-<flavor> | base-debian | golden | bench | clean"
+	@echo "make demo | test | gpu-check | lint | build-<flavor> | sif-<flavor> | render-<flavor> | base-debian | golden | bench | clean"
 	@echo "flavors: $(FLAVORS)"
 
 # Debian's python3 makes virtualenvs only with python3-venv (tests/infra/packages.txt, group base).
@@ -55,6 +55,16 @@ test: venv
 
 test-unit: venv
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest tests/unit tests/hooks $(PYTEST_ARGS)
+
+# On a machine with an NVIDIA GPU and PyTorch, without Docker/Apptainer (and maybe without network):
+# payloads, entrypoint and results from the source tree (tests/gpu, docs/development.md). With the
+# venv when it works there, else with $(PYTHON) and launcher/ on PYTHONPATH: nothing is installed.
+gpu-check:
+	@if $(VENV)/bin/python -c 'import pytest, hpcai' 2>/dev/null; then py=$(VENV)/bin/python; \
+	else py=$(PYTHON); echo "gpu-check: no usable $(VENV); running $(PYTHON) -m pytest with PYTHONPATH=launcher"; fi; \
+	PYTHONPATH="$(CURDIR)/launcher$${PYTHONPATH:+:$$PYTHONPATH}" $$py -m pytest -m gpu tests/gpu -v -s $(PYTEST_ARGS); \
+	rc=$$?; echo "gpu-check: figures (JSON lines) in $${HPCAI_GPU_REPORT:-build/gpu-check.jsonl}, logs under $${HPCAI_GPU_OUT:-build/gpu-check}/"; \
+	exit $$rc
 
 # Does tests/infra/packages.txt cover every command the tests use? (a fresh Debian container, simulated)
 check-fresh: venv base-debian

@@ -1,0 +1,226 @@
+"""`make gpu-check`: hpcai's payloads, entrypoint and results on a machine with an NVIDIA GPU and
+PyTorch, from the source tree, on bare metal (no Docker, Apptainer or image).
+
+1. the payload runner (payloads/_runner/hpcai-bench, HPCAI_PAYLOADS_DIR=payloads):
+   `sanity` and `ddp-bench` (backend=nccl) on every visible GPU, one rank per GPU under torchrun;
+   `hf-clm --profile quick` on one GPU (GPT-2-shaped 2-layer model from its config, random
+   tokens: no download, no network);
+2. entrypoints/hpcai-entrypoint --check, and the entrypoint's GPU hook binding a rank to its GPU;
+3. `hpcai results parse` over the logs the runner printed.
+
+Each test prints its figures (GPU, driver, torch, CUDA, NCCL, ex/s, samples/s) and appends them as
+a JSON line to HPCAI_GPU_REPORT (default build/gpu-check.jsonl); the logs stay under
+HPCAI_GPU_OUT (default build/gpu-check/<time>/). HPCAI_GPU_PYTHON names the Python with a CUDA
+build of torch when it is neither the one running pytest nor python3 on PATH.
+Without an NVIDIA GPU every test skips (on CI, HPCAI_REQUIRE_ENGINES=1, they are deselected).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+
+import pytest
+from gpucheck import (NEEDS, append_report, find_python, machine_facts, new_session_dir, nvidia_gpus,
+                      results_parse, run_bench, run_entrypoint, table_rows)
+
+GPUS = nvidia_gpus()
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not GPUS, reason="no NVIDIA GPU on this machine (`nvidia-smi --query-gpu` lists none): "
+                                        "make gpu-check runs on a machine with an NVIDIA GPU and PyTorch"),
+]
+
+# ddp-bench at its GPU defaults (torchvision's resnet50 when torchvision is there, else the
+# built-in convnet; batch 32 per GPU at 224 px, 5 + 20 iterations): seconds on any data-centre GPU.
+DDP_ARGS = ("backend=nccl",)
+
+
+def _visible() -> list[int]:
+    """The GPU indices this session may use: CUDA_VISIBLE_DEVICES's (when it names indices), else all."""
+    text = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if text is None:
+        return [g["index"] for g in GPUS]
+    ids = [t.strip() for t in text.split(",") if t.strip()]
+    if not all(t.isdigit() for t in ids):
+        pytest.skip(f"CUDA_VISIBLE_DEVICES={text!r} names devices by UUID or MIG id; this check needs "
+                    "indices (or CUDA_VISIBLE_DEVICES unset)")
+    return [int(t) for t in ids]
+
+
+def _gpu(index: int) -> dict:
+    return next(g for g in GPUS if g["index"] == index)
+
+
+@pytest.fixture(scope="module")
+def cuda_python():
+    """(python, probe): the interpreter whose torch sees CUDA, with torch's versions and devices."""
+    python, info, why = find_python(need_cuda=True)
+    if python is None:
+        if all("no torch" in w for w in why):
+            pytest.skip("PyTorch is not installed for any Python tried (" + "; ".join(why) +
+                        "): set HPCAI_GPU_PYTHON to a Python with a CUDA build of torch")
+        pytest.fail(f"nvidia-smi sees {len(GPUS)} GPU(s) but no Python's torch sees CUDA: " + "; ".join(why) +
+                    " (HPCAI_GPU_PYTHON names another Python)", pytrace=False)
+    print(f"gpu-check: payloads run with {python} (torch {info['torch']}, CUDA {info['cuda_build']}, "
+          f"NCCL {info.get('nccl')}, {info['devices']} device(s): {', '.join(info['names'])})")
+    return python, info
+
+
+@pytest.fixture(scope="module")
+def session_dir():
+    path = new_session_dir()
+    print(f"gpu-check: logs under {path}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def facts(cuda_python):
+    return machine_facts(cuda_python[1], GPUS)
+
+
+def _need(info: dict, payload: str) -> None:
+    missing = [m for m in NEEDS[payload] if m != "torch" and not info.get("modules", {}).get(m)]
+    if missing:
+        pytest.skip(f"{payload} needs {', '.join(missing)} in {info['python']} (pip install -r "
+                    f"payloads/{payload}/requirements.txt); its quick profile downloads nothing "
+                    "(a model from its config, random tokens)")
+
+
+def _passed(run) -> dict:
+    """Rank 0's HPCAI_RESULT line of a run that passed, else a failure with the log's tail."""
+    assert run.returncode == 0 and run.result and run.result.get("status") == "PASS", (
+        f"{' '.join(run.argv)} exited {run.returncode}, result {run.result and run.result.get('status')} "
+        f"(log: {run.log}):\n{run.tail()}")
+    return run.result
+
+
+@pytest.fixture(scope="module")
+def sanity_run(cuda_python, session_dir):
+    return run_bench(cuda_python[0], "sanity", session_dir, nproc=len(_visible()))
+
+
+@pytest.fixture(scope="module")
+def ddp_run(cuda_python, session_dir):
+    return run_bench(cuda_python[0], "ddp-bench", session_dir, args=DDP_ARGS, nproc=len(_visible()))
+
+
+@pytest.fixture(scope="module")
+def hf_run(cuda_python, session_dir):
+    _need(cuda_python[1], "hf-clm")
+    first = str(_visible()[0])  # one GPU: figures comparable from machine to machine
+    return run_bench(cuda_python[0], "hf-clm", session_dir, profile="quick",
+                     env={"CUDA_VISIBLE_DEVICES": first, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+
+
+def test_sanity_on_every_gpu(sanity_run, facts):
+    """One rank per GPU: every rank reports itself, the world size and the GPUs nvidia-smi lists."""
+    result = _passed(sanity_run)
+    ranks = len(_visible())
+    assert result["metrics"].get("world_size") == ranks, result
+    for rank in range(ranks):
+        line = re.search(rf"^hpcai-sanity: rank={rank} gpu=(.*)$", sanity_run.output, re.MULTILINE)
+        assert line, f"rank {rank} printed no gpu line:\n{sanity_run.tail()}"
+        for gpu in GPUS:
+            assert gpu["name"] in line.group(1), (gpu, line.group(0))
+    append_report({"check": "sanity", **facts, "ranks": ranks, "seconds": result["seconds"],
+                   "log": str(sanity_run.log)})
+
+
+@pytest.mark.slow
+def test_ddp_bench_nccl_on_every_gpu(ddp_run, facts):
+    """PyTorch DDP over every visible GPU with NCCL: real ex/s, backend nccl, world size = GPUs."""
+    result = _passed(ddp_run)
+    ranks = len(_visible())
+    doc = json.loads((ddp_run.out_dir / "ddp-bench.json").read_text())
+    summary = doc["summary"]
+    assert doc["distributed_backend"] == "nccl", doc["distributed_backend"]
+    assert summary["world_size"] == ranks and summary["nodes"] == 1, summary
+    assert f"* World size: {ranks} ranks on 1 node(s), device cuda" in ddp_run.output, ddp_run.tail()
+    assert doc["cuda_version"], "torch reports no CUDA version: not a CUDA run"
+    total = result["metrics"]["ex_per_sec_total"]
+    assert total > 0 and math.isclose(total, summary["total_ex_per_sec_p50"], rel_tol=1e-9), (total, summary)
+    assert 0 < summary["sec_per_iter_p50"] < 60, summary
+    entry = doc["benchmark_results"][0]
+    append_report({"check": "ddp-bench", **facts, "ranks": ranks, "backend": doc["distributed_backend"],
+                   "model": entry["model"], "batch_size": entry["batch_size"],
+                   "image_size": int(result["vars"]["image_size"]),
+                   "ex_per_sec_total": total, "sec_per_iter_p50": summary["sec_per_iter_p50"],
+                   "seconds": result["seconds"], "log": str(ddp_run.log)})
+
+
+@pytest.mark.slow
+def test_hf_clm_quick_on_one_gpu(hf_run, facts, cuda_python):
+    """Hugging Face Trainer, --profile quick (gpt2-tiny, 128 tokens, batch 4, 5 steps), offline."""
+    result = _passed(hf_run)
+    summary = json.loads((hf_run.out_dir / "hpcai_summary.json").read_text())
+    sps = result["metrics"]["samples_per_second"]
+    assert sps > 0 and math.isclose(sps, summary["train_samples_per_second"], rel_tol=1e-9), (sps, summary)
+    assert summary["model"] == "gpt2-tiny" and summary["ranks"] == 1, summary
+    assert result["synthetic"] and summary["synthetic"], "the quick profile trains on random tokens, said so"
+    assert math.isfinite(summary["train_loss"]), summary
+    gpu = _gpu(_visible()[0])
+    append_report({"check": "hf-clm", **facts, "gpu": gpu["name"], "gpus": 1, "ranks": 1,
+                   "model": summary["model"], "precision": summary["precision"], "seq_len": summary["seq_len"],
+                   "batch_size": int(result["vars"]["batch_size"]), "steps": int(result["vars"]["steps"]),
+                   "samples_per_second": sps, "tflops_per_gpu": summary["tflops_per_gpu"],
+                   "synthetic": summary["synthetic"], "seconds": result["seconds"], "log": str(hf_run.log)})
+
+
+PROBE_GPU = ("import json, os, torch; print(json.dumps({'visible': os.environ.get('CUDA_VISIBLE_DEVICES'), "
+             "'count': torch.cuda.device_count(), 'name': torch.cuda.get_device_name(0)}))")
+
+
+def test_entrypoint_hooks_see_the_gpus(cuda_python, facts):
+    """`hpcai-entrypoint --check` lists every GPU; with HPCAI_GPU_BIND=local-rank the GPU hook gives
+    the rank its own GPU, and torch behind the entrypoint sees that one GPU."""
+    python = cuda_python[0]
+    target = _visible()[-1]  # the last one: a binding that is not just device 0
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")}
+    env.update(HPCAI_DEBUG="1", CUDA_DEVICE_ORDER="PCI_BUS_ID")
+    check = run_entrypoint(["--check"], env)
+    assert check.returncode == 0 and check.stdout.rstrip().endswith("OK"), (check.stdout, check.stderr)
+    gpus_line = check.fields().get("gpus", "")
+    for gpu in GPUS:
+        assert f"GPU {gpu['index']}: {gpu['name']}" in gpus_line, (gpu, gpus_line)
+
+    env.update(HPCAI_GPU_BIND="local-rank", LOCAL_RANK=str(target))
+    run = run_entrypoint([python, "-c", PROBE_GPU], env)
+    assert run.returncode == 0, (run.stdout, run.stderr)
+    assert run.hook_set("CUDA_VISIBLE_DEVICES") == (str(target), "gpu"), run.stderr
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen == {"visible": str(target), "count": 1, "name": _gpu(target)["name"]}, seen
+    append_report({"check": "entrypoint", **facts, "bound_gpu": target, "gpus_line": gpus_line,
+                   "torch_sees": seen})
+
+
+@pytest.mark.parametrize("payload, fixture, headline", [
+    ("sanity", "sanity_run", "ranks_reporting"),
+    ("ddp-bench", "ddp_run", "ex_per_sec_total"),
+    ("hf-clm", "hf_run", "train_samples_per_second"),
+])
+def test_hpcai_results_over_the_logs(payload, fixture, headline, request, facts):
+    """`hpcai results parse LOG --payload NAME` over what the runner printed: the headline row, and
+    the same figure the runner reported in its HPCAI_RESULT line."""
+    run = request.getfixturevalue(fixture)
+    result = _passed(run)
+    parsed = results_parse(run.log, payload)
+    print(parsed.table)
+    assert parsed.returncode == 0, parsed.stderr
+    rows = table_rows(parsed.table)
+    assert headline in rows and parsed.headline == headline, (rows, parsed.doc)
+    value = parsed.metric(headline)
+    if payload == "sanity":
+        assert value == len(_visible()) and parsed.metric("ranks_missing") == 0, parsed.doc
+        assert rows[headline][0] == str(len(_visible())), rows
+    elif payload == "ddp-bench":  # the log's total is printed to 2 decimals
+        assert math.isclose(value, result["metrics"]["ex_per_sec_total"], rel_tol=1e-3, abs_tol=0.01), parsed.doc
+    else:
+        assert math.isclose(value, result["metrics"]["samples_per_second"], rel_tol=1e-6), parsed.doc
+        assert any("synthetic" in w for w in parsed.doc.get("warnings", [])), parsed.doc
+    assert value > 0
+    append_report({"check": f"results:{payload}", **facts, "metric": headline, "value": value,
+                   "log": str(run.log)})
