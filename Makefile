@@ -15,10 +15,10 @@ export WITH_MPI WITH_OFI WITH_HVD WITH_CXI CUDA_ARCHS HPC_LIBS_DIR PAYLOADS NGC_
 export BASE_IMAGE APT_SOURCES SOURCES_DIR LIBFABRIC_VERSION OPENMPI_VERSION MPICH_VERSION PMIX_VERSION AWS_OFI_NCCL_VERSION HOROVOD_VERSION
 FORMAT ?= docker
 
-.PHONY: help venv test test-unit gpu-check lint demo clean base-debian golden bench check-fresh $(addprefix build-,$(FLAVORS)) $(addprefix sif-,$(FLAVORS)) $(addprefix render-,$(FLAVORS))
+.PHONY: help venv test test-unit gpu-check lint demo clean base-debian base-cuda gpu-recipe golden bench check-fresh $(addprefix build-,$(FLAVORS)) $(addprefix sif-,$(FLAVORS)) $(addprefix render-,$(FLAVORS))
 
 help:
-	@echo "make demo | test | gpu-check | lint | build-<flavor> | sif-<flavor> | render-<flavor> | base-debian | golden | bench | clean"
+	@echo "make demo | test | gpu-check | lint | build-<flavor> | sif-<flavor> | render-<flavor> | base-debian | base-cuda | gpu-recipe MPI=ompi|mpich | golden | bench | clean"
 	@echo "flavors: $(FLAVORS)"
 
 # Debian's python3 makes virtualenvs only with python3-venv (tests/infra/packages.txt, group base).
@@ -43,6 +43,17 @@ $(addprefix render-,$(FLAVORS)): render-%: venv
 # A local Debian base image (mmdebstrap + docker import) for machines without a registry.
 base-debian:
 	bash tests/infra/docker-up.sh
+
+# The CUDA stand-in base (CUDA 13.2 + NCCL from PyPI wheels, NGC's layout) for GPU-recipe builds
+# and tests on machines without NGC; see docs/building.md.
+base-cuda: venv
+	HPCAI_PYTHON=$(VENV)/bin/python bash tests/infra/base-cuda.sh
+
+# The GPU recipe built for real on the stand-in from reachable, checksummed sources (MPI=ompi is
+# what CI builds; MPI=mpich the MPICH-over-OFI configuration).
+MPI ?= ompi
+gpu-recipe: venv
+	HPCAI=$(HPCAI) HPCAI_PYTHON=$(VENV)/bin/python bash tests/infra/gpu-recipe.sh $(MPI)
 
 # Build the small CPU image and run a payload locally, printing a results table.
 demo: venv base-debian

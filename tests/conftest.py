@@ -122,6 +122,19 @@ def build_image(flavor: str, workdir: Path, *extra: str, builder: str = "docker"
 
 
 @pytest.fixture(scope="session")
+def cuda_base() -> str:
+    """The CUDA stand-in base image (tests/infra/base-cuda.sh, the NGC PyTorch stand-in), built
+    once when missing; HPCAI_CUDA_BASE names it."""
+    if not engine_available("docker"):
+        pytest.skip("docker not available on this machine (tests/infra/up.sh starts the engines)")
+    res = subprocess.run(["bash", str(REPO / "tests/infra/base-cuda.sh")], capture_output=True, text=True,
+                         env={**os.environ, "HPCAI_PYTHON": sys.executable}, timeout=1800, check=False)
+    if res.returncode != 0:
+        pytest.fail(f"tests/infra/base-cuda.sh failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
+    return os.environ.get("HPCAI_CUDA_BASE", "hpcai/base-cuda:13.2")
+
+
+@pytest.fixture(scope="session")
 def pytorch_cpu_image(tmp_path_factory) -> str:
     """Tag of the real pytorch-cpu image (Debian + Open MPI + libfabric + torch CPU), built once."""
     return os.environ.get("HPCAI_PYTORCH_CPU_IMAGE") or build_image(

@@ -25,12 +25,20 @@ die() { printf 'hpcai-install: error: %s\n' "$*" >&2; exit 1; }
 # A file of the same name under $HPCAI_BUILD/sources (air-gapped builds) is used instead of the
 # network, and is verified the same way. sha256 "unverified" is accepted only with a warning:
 # the CLI emits it only for versions the user explicitly allowed with --allow-unverified.
+# URL#NAME saves the file as NAME: GitHub archives of tags like release/shs-14.0.0 end in the same
+# name for every repository, and sources/ and downloads/ hold files by name.
 fetch() {
   local url=$1 sha=$2 file dir="$HPCAI_BUILD/downloads"
   file=${url##*/}
+  case $url in *'#'*) file=${url##*#}; url=${url%#*} ;; esac
   mkdir -p "$dir"
   if [ -f "$HPCAI_BUILD/sources/$file" ]; then
     cp "$HPCAI_BUILD/sources/$file" "$dir/$file"
+  else
+    case $url in debian:*) url=$(debian_url "${url#debian:}") ;; esac
+  fi
+  if [ -f "$dir/$file" ]; then
+    :
   elif command -v curl >/dev/null; then
     curl -fsSL --retry 3 -o "$dir/$file" "$url" || die "download failed: $url"
   else
@@ -42,6 +50,19 @@ fetch() {
     die "checksum mismatch for $file: expected $sha, got $(sha256sum "$dir/$file" | cut -d' ' -f1)"
   fi
   printf '%s\n' "$dir/$file"
+}
+
+# debian_url PATH -> PATH under the Debian archive of the build's apt sources (components.toml's
+# `debian:pool/…` sources: Debian's repacked upstream tarballs). The archive's address is the
+# site's, never one written in the recipe.
+debian_url() {
+  local uris uri
+  # Missing files are normal (deb822 or one-line sources): sed's status is not the answer.
+  uris=$(sed -n -e 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' \
+                -e 's/^deb\(-src\)\{0,1\}[[:space:]]\{1,\}\(\[[^]]*\][[:space:]]\{1,\}\)\{0,1\}\([^[:space:]]*\).*/\3/p' \
+                /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null || true)
+  uri=$(printf '%s\n' "$uris" | grep -m1 '/debian/\{0,1\}$') || die "no Debian archive in the build's apt sources for debian:$1"
+  printf '%s/%s\n' "${uri%/}" "$1"
 }
 
 # unpack ARCHIVE -> prints the directory it created under $HPCAI_BUILD/src
@@ -68,10 +89,31 @@ autotools_install() {
   archive=$(fetch "${!url}" "${!sha}")
   src=$(unpack "$archive")
   cd "$src"
-  [ -x configure ] || ./autogen.sh  # GitHub tag archives ship no configure
+  # A script may define prepare_source to fix the tree before configure (pmix.sh does).
+  if declare -F prepare_source >/dev/null; then prepare_source; fi
+  # GitHub tag archives and some of Debian's repacked tarballs ship no configure: generate it
+  # the way the project does (PMIx: autogen.pl).
+  if [ ! -x configure ]; then
+    if [ -x autogen.sh ]; then ./autogen.sh; elif [ -f autogen.pl ]; then perl autogen.pl; else autoreconf -fi; fi
+  fi
   ./configure --prefix="$HPCAI_PREFIX" --disable-static "$@"
   make -j"$JOBS"
   make install
+}
+
+# headers_install NAME DIR…: the component NAME's checksummed archive, each DIR of it (include,
+# share) copied into the same folder of $HPCAI_PREFIX. For header-only components: HPE's Cassini
+# and CXI driver headers.
+headers_install() {
+  local name=$1 url sha archive src dir
+  shift
+  url="${name}_URL" sha="${name}_SHA256"
+  archive=$(fetch "${!url}" "${!sha}")
+  src=$(unpack "$archive")
+  for dir in "$@"; do
+    mkdir -p "$HPCAI_PREFIX/$dir"
+    cp -R "$src/$dir/." "$HPCAI_PREFIX/$dir/"
+  done
 }
 
 # The Python every payload and Horovod use: the image's venv (created by python-venv.sh).

@@ -48,7 +48,7 @@ def test_empty_make_variables_mean_unset(hpcai, monkeypatch):
         monkeypatch.setenv(var, "")
     res = hpcai("build", "pytorch-ngc", "--dry-run")
     assert res.exit_code == 0, res.stderr
-    assert "hpcai/pytorch-ngc-hpc:25.06-py3-" in res.stdout
+    assert "hpcai/pytorch-ngc-hpc:26.03-py3-" in res.stdout
 
 
 def test_unknown_cli_option(hpcai):

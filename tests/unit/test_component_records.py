@@ -13,7 +13,7 @@ from hpcai.image.spec import make_spec, trait_names
 from hpcai.resources import data_path
 
 FIXED = {"sha": "0123456789ab", "build_date": "2026-01-01T00:00:00Z"}
-STACK = ["libfabric", "pmix", "openmpi", "mpich", "aws-ofi-nccl", "horovod"]
+STACK = ["cassini-headers", "cxi-driver", "libcxi", "libfabric", "pmix", "openmpi", "mpich", "aws-ofi-nccl", "horovod"]
 RECORD = {"version": "1.0", "url": "https://example.invalid/x-{version}.tar.gz", "sha256": "0" * 64,
           "install": "pmix.sh", "when": ["from_source", "mpi:ompi"]}
 
@@ -39,6 +39,8 @@ def test_the_spec_stack_is_the_records_whose_when_holds():
     assert stack("pytorch-ngc", ofi="0") == ["libfabric", "pmix", "openmpi"]  # MPI runs over libfabric
     assert stack("pytorch-poplar") == ["libfabric", "pmix", "openmpi"]  # no NCCL/RCCL plugin
     assert stack("pytorch-cpu", hvd="1") == ["horovod"]  # Debian's MPI; Horovod from its sdist
+    cxi = make_spec("pytorch-ngc", cxi="1", payloads="none", **FIXED).stack()
+    assert cxi[:4] == ["cassini-headers", "cxi-driver", "libcxi", "libfabric"]  # libcxi before libfabric
 
 
 def test_every_spec_trait_can_be_named_in_a_condition():
@@ -62,7 +64,7 @@ def test_condition_terms_all_hold_and_alternatives_any(terms, traits, holds):
 
 @pytest.mark.parametrize("change, message", [
     ({"when": ["from_source", "mpi:openmpi"]},
-     r"^components\.toml, component x, when: unknown term 'mpi:openmpi'; valid: from_source, ofi, horovod, mpi:ompi"),
+     r"^components\.toml, component x, when: unknown term 'mpi:openmpi'; valid: from_source, ofi, cxi, horovod, mpi:ompi"),
     ({"when": ["fromsource|ofi"]}, r"^components\.toml, component x, when: unknown term 'fromsource'"),
     ({"debian_when": ["!cpu"]}, r"^components\.toml, component x, debian_when: unknown term '!cpu'"),
     ({"when": "from_source"}, r"^components\.toml, component x, when: expected a list of terms"),
@@ -101,7 +103,7 @@ def test_system_packages_per_configuration_from_the_records():
         spec = make_spec(flavor, mpi=mpi, ofi=ofi, horovod=hvd, payloads="none", **FIXED)
         return {stage: set(components.system_packages(stage, spec.traits())) for stage in ("builder", "final")}
 
-    from_source = {"builder": {"libnuma-dev", "libevent-dev", "libhwloc-dev", "zlib1g-dev"},
+    from_source = {"builder": {"libnuma-dev", "libevent-dev", "libhwloc-dev", "zlib1g-dev", "flex"},
                    "final": {"libnuma1", "libevent-core-2.1-7", "libevent-pthreads-2.1-7", "libhwloc15"}}
     for flavor in ("pytorch-ngc", "tensorflow-ngc", "pytorch-rocm", "tensorflow-rocm", "pytorch-poplar"):
         assert packages(flavor) == from_source, flavor

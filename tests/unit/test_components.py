@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import hashlib
 import shutil
 import subprocess
 from pathlib import Path
@@ -27,7 +28,9 @@ def test_every_pinned_source_has_version_url_and_sha256():
             # rccl-tests alone has no trusted checksum (reference versions.md, "Missing").
             assert HEX64.match(src.sha256) or (comp.name == "rccl-tests" and not src.verified), \
                 (comp.name, src.version)
-            assert src.url.startswith("https://") and src.version in src.url
+            # Debian's repacks are `debian:pool/…` paths under the build's own Debian archive.
+            assert src.url.startswith(("https://", "debian:pool/")), (comp.name, src.url)
+            assert src.version.removesuffix("-archive") in src.url
             assert "{" not in src.url
 
 
@@ -107,6 +110,27 @@ def test_failed_download_stops_the_install_script(build_dir: Path):
     assert res.returncode != 0
     assert "download failed: file:///nonexistent/pmix-0.tar.bz2" in res.stderr
     assert "tar:" not in res.stderr and "configure" not in res.stderr
+
+
+def test_fetch_names_a_url_fragment_file_and_resolves_debian_paths(build_dir: Path):
+    """URL#NAME saves as NAME (GitHub archives of release/shs-14.0.0 share one last part), and a
+    debian:pool/… source is fetched from the Debian archive of the build's apt sources."""
+    (build_dir / "sources" / "shs-libcxi-14.0.0.tar.gz").write_bytes(b"cxi")
+    sha = hashlib.sha256(b"cxi").hexdigest()
+    url = "https://github.com/HewlettPackard/shs-libcxi/archive/refs/tags/release/shs-14.0.0.tar.gz#shs-libcxi-14.0.0.tar.gz"
+    res = _fetch(build_dir, url, sha)
+    assert res.returncode == 0 and res.stdout.strip().endswith("/downloads/shs-libcxi-14.0.0.tar.gz"), res.stderr
+    lib = data_path("dockerfiles", "install", "lib.sh")
+    resolved = subprocess.run(["bash", "-c", f". {lib}; debian_url pool/main/p/pmix/pmix_4.2.2.orig.tar.xz"],
+                              capture_output=True, text=True, check=False)
+    lines = [line.split() for f in (*Path("/etc/apt").rglob("*.sources"), *Path("/etc/apt").rglob("*.list"))
+             for line in f.read_text().splitlines()]
+    uris = [w[-1] if w[0] == "URIs:" else w[1] for w in lines if w and w[0] in ("URIs:", "deb") and len(w) > 1
+            and (w[-1] if w[0] == "URIs:" else w[1]).rstrip("/").endswith("/debian")]
+    if uris:  # this machine's own archive: the path lands under it
+        assert resolved.stdout.strip() == uris[0].rstrip("/") + "/pool/main/p/pmix/pmix_4.2.2.orig.tar.xz"
+    else:
+        assert resolved.returncode != 0 and "no Debian archive in the build's apt sources" in resolved.stderr
 
 
 def test_fetch_warns_for_unverified(build_dir: Path):

@@ -19,7 +19,9 @@ def test_the_seven_flavors_exist():
 
 
 def test_default_bases_and_version_overrides():
-    assert make_spec("pytorch-ngc", sha="abc").base == "nvcr.io/nvidia/pytorch:25.06-py3"
+    assert make_spec("pytorch-ngc", sha="abc").base == "nvcr.io/nvidia/pytorch:26.03-py3"
+    # NVIDIA's last TensorFlow container: the flavor's own default, whatever the PyTorch one.
+    assert make_spec("tensorflow-ngc", sha="abc").base == "nvcr.io/nvidia/tensorflow:25.02-tf2-py3"
     assert make_spec("pytorch-ngc", ngc_version="24.12", sha="abc").base == "nvcr.io/nvidia/pytorch:24.12-py3"
     assert make_spec("tensorflow-rocm", rocm_version="6.3", sha="a").base == "rocm/tensorflow:rocm6.3-py3.12-tf2.18-dev"
     assert make_spec("pytorch-cpu", sha="a").base == "debian:bookworm-slim"
@@ -37,12 +39,12 @@ def test_split_image(ref, expected):
 
 def test_tag_format_ss_and_override(tmp_path: Path):
     spec = make_spec("pytorch-ngc", sha="0123456789ab")
-    assert spec.tag == "hpcai/pytorch-ngc-hpc:25.06-py3-0123456789ab"
+    assert spec.tag == "hpcai/pytorch-ngc-hpc:26.03-py3-0123456789ab"
     libs = tmp_path / "ss11"
     libs.mkdir()
     (libs / "libfabric.so.1").write_bytes(b"")
     assert make_spec("pytorch-ngc", hpc_libs=str(libs), sha="s", repository="reg.site/ai/").tag == \
-        "reg.site/ai/pytorch-ngc-hpc-ss:25.06-py3-s"
+        "reg.site/ai/pytorch-ngc-hpc-ss:26.03-py3-s"
     assert make_spec("pytorch-cpu", tag="mine:1", sha="s").tag == "mine:1"
 
 
@@ -57,7 +59,7 @@ def test_tag_format_ss_and_override(tmp_path: Path):
 ])
 def test_every_variant_has_a_tag_of_its_own(options, name, digest):
     tag = make_spec("pytorch-ngc", sha="s", **options).tag
-    assert re.fullmatch(rf"hpcai/{name}:25\.06-py3-s" + (r"-[0-9a-f]{6}" if digest else ""), tag), tag
+    assert re.fullmatch(rf"hpcai/{name}:26\.03-py3-s" + (r"-[0-9a-f]{6}" if digest else ""), tag), tag
 
 
 def test_variant_tags_never_collide_and_unused_versions_do_not_count():
@@ -129,7 +131,7 @@ def test_labels_carry_options_versions_and_payloads():
     assert "hpcai.component.openmpi" not in labels  # not in this image
     assert labels["org.opencontainers.image.revision"] == "cafe" == labels["hpcai.git-sha"]
     assert labels["org.opencontainers.image.created"] == "2026-01-01T00:00:00Z"
-    assert labels["org.opencontainers.image.base.name"] == "nvcr.io/nvidia/pytorch:25.06-py3"
+    assert labels["org.opencontainers.image.base.name"] == "nvcr.io/nvidia/pytorch:26.03-py3"
 
 
 def test_missing_build_inputs_are_refused(tmp_path: Path):
@@ -216,3 +218,41 @@ def test_apt_sources_file_name_is_in_grammar(tmp_path):
     bad.write_text("")
     with pytest.raises(UsageError, match=r"^--apt-sources \(APT_SOURCES\) file name 'my sources\.list': expected"):
         make_spec("pytorch-cpu", apt_sources=str(bad), sha="a")
+
+
+# --- --cxi and --cuda-arch (issue 14) ------------------------------------------------------------
+
+def test_cxi_builds_hpe_libcxi_before_libfabric_and_names_the_image():
+    spec = make_spec("pytorch-ngc", cxi="1", payloads="none", sha="abc")
+    assert spec.stack()[:4] == ["cassini-headers", "cxi-driver", "libcxi", "libfabric"]
+    assert "-cxi" in spec.tag and spec.labels()["hpcai.component.libcxi"] == "14.0.0"
+    assert "libcxi" not in make_spec("pytorch-ngc", payloads="none", sha="abc").stack()
+
+
+@pytest.mark.parametrize("flavor, ofi", [("pytorch-cpu", "1"), ("pytorch-ngc", "0")])
+def test_cxi_needs_libfabric_built_from_source(flavor, ofi):
+    with pytest.raises(UsageError, match=r"^--cxi \(WITH_CXI\) builds libfabric's cxi provider.*with --ofi 1$"):
+        make_spec(flavor, cxi="1", ofi=ofi, payloads="none", sha="abc")
+
+
+def test_cuda_arch_list_reaches_the_first_payload_build_hook_only():
+    from hpcai.image.render import render
+
+    spec = make_spec("pytorch-ngc", cuda_archs="80, 90a,80", payloads="sanity,nccl-tests,mpi-allreduce", sha="abc")
+    assert spec.cuda_archs == ("80", "90a") and spec.labels()["hpcai.cuda-archs"] == "80,90a"
+    text = render(spec)
+    assert text.count('HPCAI_CUDA_ARCHS="80,90a"') == 1
+    # set after the stack (bumping it keeps the compiled stack's layers), before the first hook
+    assert text.index("# Step: aws-ofi-nccl") < text.index("HPCAI_CUDA_ARCHS") < text.index("RUN /opt/hpcai-build/install/payload-hook.sh")
+    default = make_spec("pytorch-ngc", payloads="sanity,nccl-tests,mpi-allreduce", sha="abc")
+    assert "HPCAI_CUDA_ARCHS" not in render(default) and default.tag != spec.tag
+
+
+@pytest.mark.parametrize("value, flavor, message", [
+    ("sm_90", "pytorch-ngc", r"^--cuda-arch \(CUDA_ARCHS\) value 'sm_90': expected a compute capability"),
+    ("90;id", "pytorch-ngc", r"^--cuda-arch \(CUDA_ARCHS\) value '90;id': expected"),
+    ("90", "pytorch-rocm", r"^--cuda-arch \(CUDA_ARCHS\) applies to CUDA flavors only, not pytorch-rocm$"),
+])
+def test_bad_cuda_arch_is_one_line(value, flavor, message):
+    with pytest.raises(UsageError, match=message):
+        make_spec(flavor, cuda_archs=value, payloads="none", sha="abc")

@@ -23,6 +23,12 @@ O_ARCH = typer.Option("amd64", "--arch", envvar="ARCH", help="amd64 or arm64 (GH
 O_MPI = typer.Option(None, "--mpi", envvar="WITH_MPI", help="ompi | mpich | none (or 1/0). Default ompi.")
 O_OFI = typer.Option(None, "--ofi", envvar="WITH_OFI", help="libfabric + OFI NCCL/RCCL plugin: 1/0. Default 1.")
 O_HVD = typer.Option(None, "--horovod", envvar="WITH_HVD", help="Build Horovod: 1/0. Default 0.")
+O_CXI = typer.Option(None, "--cxi", envvar="WITH_CXI",
+                     help="libfabric's cxi provider (HPE Slingshot) built in, from HPE's libcxi sources: 1/0. "
+                          "Default 0 (the host's libfabric is swapped in at run time).")
+O_CUDA_ARCH = typer.Option(None, "--cuda-arch", envvar="CUDA_ARCHS",
+                           help="GPU architectures CUDA payloads compile for, e.g. 90 or 80,90 "
+                                "(default: each payload's own list).")
 O_LIBS = typer.Option(None, "--hpc-libs", envvar="HPC_LIBS_DIR",
                       help="Site libraries folder (must hold libfabric.so*): bakes them in, tag gets -ss.")
 O_PAYLOADS = typer.Option(None, "--payloads", envvar="PAYLOADS",
@@ -47,7 +53,8 @@ O_SOURCES = typer.Option(None, "--sources", envvar="SOURCES_DIR",
 # `_with_spec_options` puts them after a command's own parameters, as typer reads a signature.
 SPEC_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
     ("base", Optional[str], O_BASE), ("arch", str, O_ARCH), ("mpi", Optional[str], O_MPI),
-    ("ofi", Optional[str], O_OFI), ("horovod", Optional[str], O_HVD), ("hpc_libs", Optional[str], O_LIBS),
+    ("ofi", Optional[str], O_OFI), ("horovod", Optional[str], O_HVD), ("cxi", Optional[str], O_CXI),
+    ("cuda_archs", Optional[str], O_CUDA_ARCH), ("hpc_libs", Optional[str], O_LIBS),
     ("payloads", Optional[str], O_PAYLOADS), ("ngc_version", Optional[str], O_NGC),
     ("rocm_version", Optional[str], O_ROCM), ("sets", Optional[list[str]], O_SET),
     ("allow_unverified", bool, O_UNVERIFIED), ("repository", Optional[str], O_REPO),

@@ -41,7 +41,10 @@ class Source:
 
     @property
     def filename(self) -> str:
-        return self.url.rsplit("/", 1)[-1]
+        """The file's name in a --sources folder: the URL's last part, or NAME in `URL#NAME`
+        (install/lib.sh's fetch reads the URL the same way)."""
+        url, _, name = self.url.partition("#")
+        return name or url.rsplit("/", 1)[-1]
 
     @property
     def verified(self) -> bool:

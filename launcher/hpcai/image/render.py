@@ -107,12 +107,15 @@ def builder_steps(spec: ImageSpec, hooks: list[PayloadHooks]) -> list[Step]:
     steps = [system_packages_step(spec, "builder"), Step("python venv and framework", "python-venv.sh")]
     steps += [Step(name, records[name].install, pins=pins(spec, [name])) for name in stack]
     pinned = set(stack)  # an ENV (a %post export) stays set for the later steps
+    # The GPU architectures (--cuda-arch) only payloads compile for: set before the first hook.
+    archs = (("HPCAI_CUDA_ARCHS", ",".join(spec.cuda_archs)),) if spec.cuda_archs else ()
     for h in hooks:
         if h.build:
             fetched = [n for n in h.downloads if n not in pinned]
             pinned.update(fetched)
             steps.append(Step(f"payload {h.name} (build)", "payload-hook.sh", (h.name, h.build),
-                              payload=h.name, files=h.files, pins=pins(spec, fetched)))
+                              payload=h.name, files=h.files, pins=archs + pins(spec, fetched)))
+            archs = ()
     return steps
 
 

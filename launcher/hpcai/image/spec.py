@@ -74,6 +74,7 @@ class Flavor:
     gpu: str
     base_entrypoint: str
     default_payloads: tuple[str, ...]
+    defaults: tuple[tuple[str, str], ...] = ()  # this flavor's own [defaults] (e.g. its NGC release)
 
 
 @functools.cache
@@ -85,7 +86,8 @@ def flavors() -> dict[str, Flavor]:
     raw = _flavors_raw()["flavors"]
     return {
         name: Flavor(name, f["base"], f["tag"], f["framework"], f["family"], f["gpu"],
-                     f.get("base_entrypoint", ""), tuple(f.get("default_payloads", ())))
+                     f.get("base_entrypoint", ""), tuple(f.get("default_payloads", ())),
+                     tuple(f.get("defaults", {}).items()))
         for name, f in raw.items()
     }
 
@@ -94,7 +96,8 @@ def trait_names() -> list[str]:
     """The terms a component record's `when` may use: ImageSpec.traits' switches, and its valued
     traits as `mpi:<value>` / `family:<value>` (the families flavors.toml names)."""
     families = dict.fromkeys(f.family for f in flavors().values())
-    return ["from_source", "ofi", "horovod", *(f"mpi:{m.value}" for m in Mpi), *(f"family:{f}" for f in families)]
+    return ["from_source", "ofi", "cxi", "horovod", *(f"mpi:{m.value}" for m in Mpi),
+            *(f"family:{f}" for f in families)]
 
 
 def flavor(name: str) -> Flavor:
@@ -151,6 +154,8 @@ class ImageSpec:
     mpi: Mpi = Mpi.OMPI
     ofi: bool = True
     horovod: bool = False
+    cxi: bool = False  # libfabric's cxi provider built in (libcxi from HPE's sources)
+    cuda_archs: tuple[str, ...] = ()  # GPU architectures payloads compile for (empty: their defaults)
     hpc_libs: Path | None = None
     payloads: tuple[str, ...] = ()
     components: tuple[tuple[str, Source], ...] = ()
@@ -181,7 +186,7 @@ class ImageSpec:
 
     def traits(self) -> dict[str, object]:
         """What a component record's `when` reads (components.toml; `trait_names` lists the terms)."""
-        return {"from_source": self.from_source, "ofi": self.ofi, "horovod": self.horovod,
+        return {"from_source": self.from_source, "ofi": self.ofi, "cxi": self.cxi, "horovod": self.horovod,
                 "mpi": self.mpi.value, "family": self.family}
 
     def stack(self) -> list[str]:
@@ -205,9 +210,9 @@ class ImageSpec:
     @property
     def variant(self) -> str:
         """Readable words for each way the build differs from the flavor's default, in the image
-        name as HPE keeps its `-hvd`/`-ss` images apart: -mpich|-nompi, -noofi, -hvd, -arm64, -ss."""
+        name as HPE keeps its `-hvd`/`-ss` images apart: -mpich|-nompi, -noofi, -cxi, -hvd, -arm64, -ss."""
         words = {Mpi.OMPI: [], Mpi.MPICH: ["mpich"], Mpi.NONE: ["nompi"]}[self.mpi]
-        words += [w for w, on in (("noofi", not self.ofi), ("hvd", self.horovod),
+        words += [w for w, on in (("noofi", not self.ofi), ("cxi", self.cxi), ("hvd", self.horovod),
                                   ("arm64", self.arch != "amd64"), ("ss", self.ss)) if on]
         return "".join(f"-{w}" for w in words)
 
@@ -215,15 +220,17 @@ class ImageSpec:
     def content_digest(self) -> str:
         """"" for the flavor's own payloads and the default component versions; otherwise 6 hex
         digits of what differs (the payload list, the versions used), so such builds get a tag of
-        their own. `hpcai inspect` shows the values (hpcai.payloads, hpcai.component.*)."""
+        their own, and so do builds for chosen GPU architectures. `hpcai inspect` shows the values
+        (hpcai.payloads, hpcai.component.*, hpcai.cuda-archs)."""
         from hpcai.image import components
 
         defaults = components.resolve({})
         changed = sorted((n, self.sources[n].version, self.sources[n].sha256) for n in self.used_components()
                          if self.sources[n] != defaults.get(n))
-        if self.payloads == self.flavor.default_payloads and not changed:
+        if self.payloads == self.flavor.default_payloads and not changed and not self.cuda_archs:
             return ""
-        text = repr((self.payloads, changed))
+        # GPU architectures count only when chosen, so other builds keep their tags.
+        text = repr((self.payloads, changed, *((self.cuda_archs,) if self.cuda_archs else ())))
         return hashlib.sha256(text.encode()).hexdigest()[:6]
 
     @property
@@ -262,6 +269,8 @@ class ImageSpec:
         }
         for name in self.used_components():
             labels[f"hpcai.component.{name}"] = self.sources[name].version
+        if self.cuda_archs:
+            labels["hpcai.cuda-archs"] = ",".join(self.cuda_archs)
         if self.framework_requirement:
             labels["hpcai.component.framework"] = self.framework_requirement
         return labels
@@ -270,7 +279,7 @@ class ImageSpec:
 def base_image(fl: Flavor, base: str | None, ngc_version: str | None, rocm_version: str | None) -> str:
     if base:
         return base
-    values = flavor_defaults()
+    values = {**flavor_defaults(), **dict(fl.defaults)}
     if ngc_version:
         values["ngc_version"] = ngc_version
     if rocm_version:
@@ -340,6 +349,23 @@ def component_selections(sets: list[str]) -> dict[str, str]:
     return {**from_env, **from_sets}
 
 
+CUDA_ARCH = re.compile(r"[1-9][0-9]{1,2}[af]?")  # compute capability without the dot: 80, 90, 90a, 100f
+
+
+def parse_cuda_archs(value: str | None, fl: Flavor) -> tuple[str, ...]:
+    """--cuda-arch 80,90 -> ("80", "90"): the GPU architectures CUDA payloads (nccl-tests) are
+    compiled for; fewer builds faster. Empty: each payload's own default list."""
+    if not value or not value.strip():
+        return ()
+    if fl.family != "cuda":
+        raise UsageError(f"--cuda-arch (CUDA_ARCHS) applies to CUDA flavors only, not {fl.name}")
+    archs = tuple(a.strip() for a in value.split(","))
+    for arch in archs:
+        shaped("--cuda-arch (CUDA_ARCHS) value", arch, CUDA_ARCH,
+               "a compute capability without the dot, e.g. 80, 90 or 90a, comma-separated")
+    return tuple(dict.fromkeys(archs))
+
+
 def check_image_options(base: str | None, ngc_version: str | None, rocm_version: str | None,
                         repository: str | None, tag: str | None) -> None:
     """The options that become part of FROM, the labels or the image's tag, each in its grammar."""
@@ -356,7 +382,7 @@ def check_image_options(base: str | None, ngc_version: str | None, rocm_version:
 
 def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
               mpi: str | None = None, ofi: str | None = None, horovod: str | None = None,
-              hpc_libs: str | None = None, payloads: str | None = None,
+              cxi: str | None = None, cuda_archs: str | None = None, hpc_libs: str | None = None, payloads: str | None = None,
               ngc_version: str | None = None, rocm_version: str | None = None,
               sets: list[str] | None = None, allow_unverified: bool = False,
               repository: str | None = None, tag: str | None = None,
@@ -378,6 +404,12 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
     if with_hvd and fl.family == "poplar":
         raise UsageError("Horovod is not supported on pytorch-poplar; valid flavors for Horovod: "
                          + ", ".join(n for n, f in flavors().items() if f.family != "poplar"))
+    with_cxi = parse_switch("WITH_CXI value", cxi, default=False)
+    if with_cxi and (fl.family == "cpu" or not with_ofi):
+        raise UsageError("--cxi (WITH_CXI) builds libfabric's cxi provider, which needs libfabric built from "
+                         "source: a GPU flavor (" + ", ".join(n for n, f in flavors().items() if f.family != "cpu")
+                         + ") with --ofi 1")
+    archs = parse_cuda_archs(cuda_archs, fl)
     libs = Path(hpc_libs).expanduser() if hpc_libs else None
     if libs is not None:
         check_hpc_libs(libs)
@@ -402,7 +434,7 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
         extra["git_sha"] = sha
     spec = ImageSpec(
         flavor=fl, base=base_image(fl, base, ngc_version, rocm_version), arch=arch,
-        mpi=chosen_mpi, ofi=with_ofi, horovod=with_hvd, hpc_libs=libs, payloads=chosen_payloads,
+        mpi=chosen_mpi, ofi=with_ofi, horovod=with_hvd, cxi=with_cxi, cuda_archs=archs, hpc_libs=libs, payloads=chosen_payloads,
         components=tuple(sorted(sources.items())),
         framework_requirement=components.python_requirement(fl.framework) if fl.family == "cpu" else "",
         repository=(repository or "hpcai").rstrip("/"), tag_override=tag or "",

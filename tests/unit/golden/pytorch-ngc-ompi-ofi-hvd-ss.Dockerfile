@@ -1,11 +1,11 @@
-# hpcai image: pytorch-ngc on nvcr.io/nvidia/pytorch:25.06-py3
+# hpcai image: pytorch-ngc on nvcr.io/nvidia/pytorch:26.03-py3
 # Rendered by hpcai 0.1.0 (0123456789ab); edit dockerfiles/*.j2, not this file.
 # Stage "builder" compiles the stack and payload tools into /opt/hpcai; the final stage copies
 # only that prefix, so compilers, headers and source trees stay out of the image.
 # Layers go from rarely to often changed: system packages, framework, stack, payload hooks,
 # payload folders; editing a payload's run script only rebuilds the last layers.
 
-FROM nvcr.io/nvidia/pytorch:25.06-py3 AS builder
+FROM nvcr.io/nvidia/pytorch:26.03-py3 AS builder
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND="noninteractive" \
     HPCAI_BUILD="/opt/hpcai-build" \
@@ -18,7 +18,7 @@ ENV DEBIAN_FRONTEND="noninteractive" \
 COPY install/lib.sh install/fetch.sh /opt/hpcai-build/install/
 # Step: system packages (builder)
 COPY install/system-packages.sh /opt/hpcai-build/install/
-RUN /opt/hpcai-build/install/system-packages.sh builder libnuma-dev libevent-dev libhwloc-dev zlib1g-dev cmake git
+RUN /opt/hpcai-build/install/system-packages.sh builder libnuma-dev libevent-dev libhwloc-dev zlib1g-dev flex cmake git
 ENV HPCAI_FLAVOR="pytorch-ngc" \
     HPCAI_FRAMEWORK="pytorch" \
     HPCAI_BASE_ENTRYPOINT="/opt/nvidia/nvidia_entrypoint.sh"
@@ -75,7 +75,7 @@ COPY payload-hooks/osu/ /opt/hpcai-build/payloads/osu/
 COPY install/payload-hook.sh install/payload-lib.sh /opt/hpcai-build/install/
 RUN /opt/hpcai-build/install/payload-hook.sh osu build.sh
 
-FROM nvcr.io/nvidia/pytorch:25.06-py3
+FROM nvcr.io/nvidia/pytorch:26.03-py3
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV DEBIAN_FRONTEND="noninteractive" \
     HPCAI_BUILD="/opt/hpcai-build" \
@@ -114,16 +114,16 @@ COPY runtime/ /opt/hpcai/
 COPY payloads/ /opt/hpcai/payloads/
 COPY hpcai-bench /opt/hpcai/bin/hpcai-bench
 LABEL org.opencontainers.image.title="hpcai pytorch-ngc" \
-      org.opencontainers.image.description="pytorch on nvcr.io/nvidia/pytorch:25.06-py3 with the hpcai HPC stack" \
+      org.opencontainers.image.description="pytorch on nvcr.io/nvidia/pytorch:26.03-py3 with the hpcai HPC stack" \
       org.opencontainers.image.version="0.1.0" \
       org.opencontainers.image.revision="0123456789ab" \
       org.opencontainers.image.created="2026-01-01T00:00:00Z" \
-      org.opencontainers.image.base.name="nvcr.io/nvidia/pytorch:25.06-py3" \
+      org.opencontainers.image.base.name="nvcr.io/nvidia/pytorch:26.03-py3" \
       org.opencontainers.image.licenses="Apache-2.0" \
       hpcai.flavor="pytorch-ngc" \
       hpcai.family="cuda" \
       hpcai.framework="pytorch" \
-      hpcai.base="nvcr.io/nvidia/pytorch:25.06-py3" \
+      hpcai.base="nvcr.io/nvidia/pytorch:26.03-py3" \
       hpcai.arch="amd64" \
       hpcai.mpi="ompi" \
       hpcai.ofi="1" \

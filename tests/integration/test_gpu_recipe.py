@@ -1,0 +1,141 @@
+"""The GPU recipe built for real (issue 14): `hpcai build pytorch-ngc` with the OFI stack, on
+every CI run.
+
+NGC's registry cannot be reached here, so the CUDA stand-in base (tests/infra/base-cuda.sh:
+Debian + NVIDIA's CUDA 13.2 compiler, runtime, headers and NCCL 2.29.7 from PyPI, laid out as in
+NGC) plays nvcr.io/nvidia/pytorch, and tests/infra/gpu-recipe.sh builds the recipe on it from
+sources this machine reaches (Debian's source archive, the GitHub mirror), each checked against
+its sha256: libfabric with HPE's cxi provider (libcxi), PMIx, Open MPI over OFI with CUDA,
+aws-ofi-nccl, and nccl-tests with MPI=1 for one GPU architecture. The install scripts are the
+ones every NGC build runs. There is no GPU here: what needs one is skipped by the image's own
+self-test, which says so, and is covered by `make gpu-check` on a GPU machine.
+HPCAI_GPU_RECIPE_IMAGE names an already built image to test instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from imagebuild import pip_build_inputs
+
+REPO = Path(__file__).resolve().parents[2]
+PREFIX = "/opt/hpcai"
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(5400)]
+
+
+def sh(*argv: str, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False, **kw)
+
+
+@pytest.fixture(scope="module")
+def gpu_image(tmp_path_factory) -> str:
+    if os.environ.get("HPCAI_GPU_RECIPE_IMAGE"):
+        return os.environ["HPCAI_GPU_RECIPE_IMAGE"]
+    hpcai = shutil.which("hpcai") or str(Path(sys.executable).with_name("hpcai"))
+    env = {**os.environ, "HPCAI": hpcai, "HPCAI_PYTHON": sys.executable,
+           "HPCAI_WORK_DIR": str(tmp_path_factory.mktemp("gpu-recipe"))}
+    res = sh("bash", str(REPO / "tests/infra/gpu-recipe.sh"), "ompi", *pip_build_inputs(),
+             timeout=5000, env=env)
+    if res.returncode != 0:
+        pytest.fail(f"gpu-recipe.sh ompi failed (exit {res.returncode}):\n{res.stderr[-6000:]}")
+    return res.stdout.strip().splitlines()[-1]
+
+
+def in_image(image: str, script: str, *docker_args: str) -> subprocess.CompletedProcess:
+    """bash -c SCRIPT in a container of IMAGE, started through its entrypoint like a payload."""
+    return sh("docker", "run", "--rm", *docker_args, image, "bash", "-c", script)
+
+
+def plugin(image: str) -> str:
+    res = in_image(image, f"ls {PREFIX}/lib/libnccl-net*.so")
+    assert res.returncode == 0, res.stderr
+    return res.stdout.split()[0]
+
+
+def test_open_mpi_has_the_ofi_mtl_and_cuda_support(gpu_image):
+    res = in_image(gpu_image, "ompi_info --parsable --all")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "mca:mtl:ofi:" in res.stdout
+    assert "mpi_built_with_cuda_support:value:true" in res.stdout
+
+
+def test_fi_info_lists_the_providers_with_cxi(gpu_image):
+    res = in_image(gpu_image, "fi_info -l")
+    assert res.returncode == 0, res.stderr
+    providers = {line.rstrip(":") for line in res.stdout.splitlines() if line.endswith(":")}
+    assert {"tcp", "shm", "cxi"} <= providers, res.stdout
+
+
+def test_the_nccl_plugin_links_libfabric_and_mpi_from_the_prefix(gpu_image):
+    path = plugin(gpu_image)
+    res = in_image(gpu_image, f"ldd {path}")
+    assert res.returncode == 0 and "not found" not in res.stdout, res.stdout
+    resolved = dict(line.split(" => ", 1) for line in res.stdout.splitlines() if " => " in line)
+    libfabric = next(v for k, v in resolved.items() if k.strip().startswith("libfabric.so"))
+    assert libfabric.startswith(f"{PREFIX}/lib/"), res.stdout
+    mpi = [v for k, v in resolved.items() if k.strip().startswith("libmpi.so")]
+    assert mpi and mpi[0].startswith(f"{PREFIX}/lib/"), res.stdout
+
+
+def test_the_nccl_plugin_dlopens_and_exports_its_ncclnet_symbols(gpu_image):
+    path = plugin(gpu_image)
+    probe = ("import ctypes, subprocess, sys\n"
+             f"lib = ctypes.CDLL({path!r})\n"
+             f"out = subprocess.run(['nm', '-D', '--defined-only', {path!r}], capture_output=True, text=True).stdout\n"
+             "names = sorted({l.split()[-1] for l in out.splitlines() if 'ncclNet' in l})\n"
+             "[getattr(lib, n) for n in names]\n"
+             "print(' '.join(names))\n")
+    res = in_image(gpu_image, f"python3 -c {shlex_quote(probe)}")
+    assert res.returncode == 0, res.stderr[-2000:]
+    names = res.stdout.split()
+    assert any(n.startswith("ncclNetPlugin_v") or n.startswith("ncclNet_v") for n in names), names
+
+
+def shlex_quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def test_nccl_tests_run_and_link_the_image_mpi(gpu_image):
+    res = in_image(gpu_image, "all_reduce_perf -h; echo rc=$?; ldd \"$(command -v all_reduce_perf)\"")
+    assert "rc=0" in res.stdout and "USAGE" in res.stdout.upper(), res.stdout + res.stderr
+    assert f"libmpi.so.40 => {PREFIX}/lib/" in res.stdout, res.stdout
+
+
+def test_self_test_passes_and_names_what_needs_a_gpu(gpu_image):
+    res = in_image(gpu_image, "hpcai-bench --self-test")
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert not [line for line in lines if line.startswith("self-test: FAIL")], res.stdout
+    for check in ("import torch", "MPI init", "libfabric load", "load libnccl-net"):
+        assert any(line.startswith("self-test: ok") and check in line for line in lines), (check, res.stdout)
+    skipped = [line for line in lines if line.startswith("self-test: skip")]
+    assert skipped and all("no GPU" in line for line in skipped), res.stdout
+
+
+def test_the_host_libfabric_is_mapped_first(gpu_image, tmp_path):
+    """The host-fabric swap (10-host-fabric) on the GPU image: a libfabric under /host/lib (a copy
+    of the image's own, so it loads) is the one the loader maps, as for the CPU image."""
+    cid = sh("docker", "create", gpu_image).stdout.strip()
+    host = tmp_path / "host"
+    host.mkdir(mode=0o755)
+    try:
+        real = sh("docker", "run", "--rm", "--entrypoint", "readlink", gpu_image, "-f",
+                  f"{PREFIX}/lib/libfabric.so.1").stdout.strip()
+        assert sh("docker", "cp", "-L", f"{cid}:{real}", str(host / Path(real).name)).returncode == 0
+    finally:
+        sh("docker", "rm", "-f", cid)
+    (host / "libfabric.so.1").symlink_to(Path(real).name)
+    res = in_image(gpu_image, "LD_PRELOAD=libfabric.so.1 cat /proc/self/maps | grep libfabric; "
+                              "fi_info -l >/dev/null && echo FI_INFO_OK",
+                   "-v", f"{host}:/host/lib:ro")
+    mapped = sorted({line.split()[-1] for line in res.stdout.splitlines() if "libfabric" in line})
+    assert mapped == [f"/host/lib/{Path(real).name}"], res.stdout + res.stderr
+    assert "FI_INFO_OK" in res.stdout
