@@ -87,8 +87,8 @@ lint: venv
 golden: venv
 	HPCAI_REGEN_GOLDEN=1 $(VENV)/bin/pytest tests/unit -k golden -q
 
-bench: venv
-	for b in benchmarks/*.py; do $(VENV)/bin/python $$b || exit 1; done
+bench: venv  # QUICK=1: only the benchmarks that need no image, build or cluster
+	$(VENV)/bin/python benchmarks/report.py $(if $(QUICK),--quick) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache

@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _report import figure
+
 ENTRY = "/opt/hpcai/bin/hpcai-entrypoint"
 SLURM_ENV = {
     "SLURM_JOB_ID": "123456", "SLURM_STEP_ID": "0", "SLURM_PROCID": "5", "SLURM_LOCALID": "1",
@@ -124,6 +126,9 @@ def main() -> None:
             diff = max(diff, local(args.runs, args.host_lib))
         verdict = "OK" if diff * 1e3 <= args.limit_ms else "ABOVE TARGET"
         print(f"target: entrypoint adds <= {args.limit_ms:g} ms: {verdict}")
+        figure("entrypoint: overhead per rank, no container", diff * 1e3, args.limit_ms, "ms",
+               note=f"median of {args.runs}, repository's entrypoints/"
+               + (", host libfabric" if args.host_lib else ""))
         sys.exit(0 if verdict == "OK" else 1)
     if not args.image:
         parser.error("--image is required (or set HPCAI_PYTORCH_CPU_IMAGE)")
@@ -134,6 +139,8 @@ def main() -> None:
         docker_run(args.image, args.runs)
     verdict = "OK" if diff * 1e3 <= args.limit_ms else "ABOVE TARGET"
     print(f"target: entrypoint adds <= {args.limit_ms:g} ms in-container: {verdict}")
+    figure("entrypoint: overhead per rank, in container", diff * 1e3, args.limit_ms, "ms",
+           note=f"median of {args.runs}, {args.image}" + (", host libfabric" if args.host_lib else ""))
     sys.exit(0 if verdict == "OK" else 1)
 
 

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _report import figure
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 PROBE = ("for t in gcc cc c++ g++ make ld as cmake; do command -v $t; done; "
@@ -57,6 +59,8 @@ def main() -> int:
     found = subprocess.run(["docker", "run", "--rm", "--entrypoint", "/bin/sh", ref, "-c", PROBE],
                            capture_output=True, text=True, check=False).stdout.split()
     print(f"image_size: toolchain/source leftovers: {found if found else 'none'}")
+    figure("image: toolchain/source files left in the image", len(found), 0, "files",
+           note=f"{ref}: {img / 1e6:.0f} MB, {img / bas:.1f}x its base {base}")
     return 1 if found else 0
 
 

@@ -10,7 +10,12 @@ of the per-pair ratios (less sensitive to load drift), and the floor no Python l
 below: an interpreter that imports what any launcher needs (subprocess, json, pathlib, argparse,
 tomllib), as a share of the hand line.
 
+With --payload sanity the job is the sanity payload instead of `true` (target 1.03x): hpcai launches
+`sanity` (and parses its ranks' output into the run record) against the hand line running the
+image's `/opt/hpcai/bin/hpcai-bench sanity` on every rank.
+
     python benchmarks/launch_overhead.py [--image IMAGE] [--runtime docker|charliecloud] [--runs 5]
+                                         [--payload sanity]
 
 IMAGE: a docker tag, or for charliecloud a SquashFS file (a docker tag is converted with
 tests/infra/ch-image.sh). Default: $HPCAI_PYTORCH_CPU_IMAGE, else the newest local
@@ -29,10 +34,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from _report import figure, not_run
+
 ENTRYPOINT = "/opt/hpcai/bin/hpcai-entrypoint"
 REPO = Path(__file__).resolve().parents[1]
 NODES, PER_NODE = 4, 2
 FLOOR = "import subprocess, json, pathlib, argparse, tomllib"  # what any Python launcher imports
+BENCH = "/opt/hpcai/bin/hpcai-bench"  # how the image runs a payload
+TARGETS = {None: 1.10, "sanity": 1.03}  # the job: `true`, or a payload
 
 
 def hpcai_argv() -> list[str]:
@@ -40,15 +49,16 @@ def hpcai_argv() -> list[str]:
     return [str(script)] if script.is_file() else [sys.executable, "-m", "hpcai"]
 
 
-def hand_line(runtime: str, image: str, entrypoint: bool) -> list[str]:
+def hand_line(runtime: str, image: str, entrypoint: bool, payload: str | None = None) -> list[str]:
     """What a user would type for the same job (docker runs the image's ENTRYPOINT itself)."""
     srun = ["srun", f"--nodes={NODES}", f"--ntasks-per-node={PER_NODE}", "--kill-on-bad-exit=1"]
+    cmd = [BENCH, payload] if payload else ["true"]
     if runtime == "docker":
         run = ["docker", "run", "--rm", "--init", "--network", "host", "--ipc", "host"]
         if not entrypoint:
-            return srun + run + ["--entrypoint", "true", image]
-        return srun + run + [image, "true"]
-    return srun + ["ch-run", image, "--"] + ([ENTRYPOINT] if entrypoint else []) + ["true"]
+            return srun + run + ["--entrypoint", cmd[0], image, *cmd[1:]]
+        return srun + run + [image, *cmd]
+    return srun + ["ch-run", image, "--"] + ([ENTRYPOINT] if entrypoint else []) + cmd
 
 
 def default_image() -> str | None:
@@ -86,9 +96,13 @@ def main() -> int:
     ap.add_argument("--image", default=None)
     ap.add_argument("--runtime", default="docker", choices=["docker", "charliecloud"])
     ap.add_argument("--runs", type=int, default=11)
-    ap.add_argument("--target", type=float, default=1.10)
+    ap.add_argument("--payload", choices=[p for p in TARGETS if p], help="a payload instead of `true`")
+    ap.add_argument("--target", type=float, help="ratio (default 1.10 for `true`, 1.03 for sanity)")
     ap.add_argument("--no-entrypoint", action="store_true", help="image without hpcai-entrypoint")
     args = ap.parse_args()
+    args.target = args.target or TARGETS[args.payload]
+    job = args.payload or "true"
+    name = f"launch: 8-rank {job} job / hand srun ({args.runtime})"
 
     env = {**os.environ, "USER": os.environ.get("USER") or "root"}  # ch-run needs USER
     # As installed: bytecode cached. With this set, every launch would recompile each module
@@ -97,17 +111,23 @@ def main() -> int:
     args.image = args.image or default_image()
     if not args.image:
         print("launch_overhead: no image (give --image or build pytorch-cpu); skipped")
+        not_run(name, args.target, "x", why="no image: give --image or build pytorch-cpu")
+        return 0
+    if not shutil.which("srun"):
+        print("launch_overhead: no srun (start the cluster: tests/infra/slurm-up.sh); skipped")
+        not_run(name, args.target, "x", why="no srun: start tests/infra/slurm-up.sh")
         return 0
     if args.runtime == "charliecloud":
         args.image = squashfs(args.image, env)
     workdir = tempfile.mkdtemp(prefix="hpcai-overhead-")
-    hand = hand_line(args.runtime, args.image, not args.no_entrypoint)
+    hand = hand_line(args.runtime, args.image, not args.no_entrypoint, args.payload)
     try:
         def hpcai(i: int) -> list[str]:
             return [*hpcai_argv(), "launch", "--image", args.image, "--runtime", args.runtime,
                     "--site", "generic-slurm", "-N", str(NODES), "--ntasks-per-node", str(PER_NODE),
                     "--output-dir", os.path.join(workdir, f"run-{i}"),
-                    *(["--no-entrypoint"] if args.no_entrypoint else []), "--cmd", "--", "true"]
+                    *(["--no-entrypoint"] if args.no_entrypoint else []),
+                    *([args.payload] if args.payload else ["--cmd", "--", "true"])]
 
         timed(hpcai(-1), env, workdir)  # warm-up: page cache, image layers, squashfuse
         timed(hand, env, workdir)
@@ -122,12 +142,14 @@ def main() -> int:
     a, b = statistics.median(ours), statistics.median(theirs)
     ratio = a / b
     paired = statistics.median(x / y for x, y in zip(ours, theirs))
-    print(f"8-rank `true` job ({NODES} nodes x {PER_NODE}), runtime {args.runtime}, {args.runs} runs each")
+    print(f"8-rank `{job}` job ({NODES} nodes x {PER_NODE}), runtime {args.runtime}, {args.runs} runs each")
     print(f"  hpcai launch : median {a:.3f} s  (min {min(ours):.3f}, max {max(ours):.3f})")
     print(f"  hand srun    : median {b:.3f} s  (min {min(theirs):.3f}, max {max(theirs):.3f})")
     print(f"  hand line    : {' '.join(hand)}")
     print(f"  per-pair ratio median {paired:.3f}; Python floor {1000 * floor:.0f} ms = {floor / b:.1%} of the hand line")
     print(f"  ratio {ratio:.3f} (target <= {args.target:.2f}): {'PASS' if ratio <= args.target else 'FAIL'}")
+    figure(name, ratio, args.target, "x",
+           note=f"medians {a:.3f} / {b:.3f} s of {args.runs}, per-pair ratio {paired:.3f}")
     return 0 if ratio <= args.target else 1
 
 

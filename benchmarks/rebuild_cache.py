@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _report import figure
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 TARGET = 0.10
 BUMP = ("aws-ofi-nccl", "1.18.0", "# Step: aws-ofi-nccl")  # component, other vetted version, its step
@@ -72,6 +74,10 @@ def pins_stay_local() -> bool:
     ok = before[first - 1] == step
     print(f"rebuild_cache: bumping {name} to {version} keeps {shared} of {total} builder instructions "
           f"(identical up to {before[first - 1]!r}): {'OK' if ok else 'EARLIER DIFFERENCE'}")
+    # the figure: instructions kept / those before the bumped step (all of them: 1.0)
+    expected = instructions(before[froms[0]:before.index(step) if step in before else froms[1]])
+    figure("rebuild: builder steps kept on a component bump", shared / max(expected, 1), 1.0, "x",
+           better="higher", note=f"{name} -> {version}: {shared} of {total} builder instructions kept")
     return ok
 
 
@@ -102,6 +108,8 @@ def main() -> int:
     ratio = warm / cold
     print(f"rebuild_cache: cold {cold:.1f} s, rebuild after one payload file {warm:.1f} s; "
           f"ratio {ratio:.3f} (target < {TARGET:.2f}: {'OK' if ratio < TARGET else 'OVER TARGET'})")
+    figure("rebuild: one payload file edited / cold build", ratio, TARGET, "x",
+           note=f"cold {cold:.1f} s, rebuild {warm:.1f} s (pytorch-cpu)")
     return 0 if ratio < TARGET else 1
 
 

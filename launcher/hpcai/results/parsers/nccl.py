@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from hpcai.results.metrics import HIGHER, LOWER, Metric, ParseResult
-from hpcai.results.parsers.common import FP, LogLines, SizeTable, nothing_found, to_float
+from hpcai.results.parsers.common import FP, MAX_SIZES, LogLines, SizeTable, nothing_found, to_float
 
 ROWS = ("rows",)
 
@@ -58,8 +58,9 @@ def _out_of_place(row: dict, kind: str) -> float | None:
 
 
 class _Table:
-    """The size table as it is read: the header's columns, the last row of each size, and every size
-    where a row counted wrong values (in any repetition: a corrupt result is never hidden)."""
+    """The size table as it is read: the header's columns, the last row of each size (kept as split
+    words), and every size where a row counted wrong values (in any repetition: a corrupt result is
+    never hidden). `_read` fills it, in its per-line loop."""
 
     def __init__(self) -> None:
         self.cols: list[str] | None = None
@@ -71,44 +72,53 @@ class _Table:
         self.cols = _columns(line)
         self._wrong_at = [i for i, c in enumerate(self.cols) if c in ("oop_wrong", "ip_wrong")]
 
-    def add(self, line: str) -> None:
-        """Read LINE when it is a complete row (a cut line is shorter than the header)."""
-        parts = line.split()
-        if len(parts) < len(self.cols) or not (parts[0].isascii() and parts[0].isdigit()):
-            return
-        size = int(parts[0])
-        if self.sizes.add(size, (self.cols, parts)):
-            for i in self._wrong_at:  # a plain loop: this runs for every row of a huge log
-                if parts[i] != "0" and (to_float(parts[i]) or 0) > 0:
-                    self.wrong.add(size)
-
     def rows(self) -> list[dict]:
         return [_row(cols, parts) for cols, parts in self.sizes.rows.values()]
 
 
 def _read(log: LogLines) -> tuple[_Table, dict]:
-    """One pass over the log: the table and the summary lines (Avg, out of bounds, version, test)."""
+    """One pass over the log: the table and the summary lines (Avg, out of bounds, version, test).
+
+    The bulk of a big log is table rows, so the loop is written for them (issue 12: >= 50 MB/s): one
+    split per line (its first word tells a comment from a row, as the stripped line's first character
+    would), a row kept with no call (SizeTable.add, inlined), a comment stripped only then."""
     table = _Table()
     found: dict = {"avg": None, "oob": None, "oob_ok": None, "version": None, "test": None}
-    for line in log:
-        s = line.strip()
-        if not s:
-            continue
-        if s[0] == "#":  # the header and summary lines are comments
-            if _HEADER.match(s):
-                table.header(s)
-            elif (m := _AVG.match(s)):
-                found["avg"] = float(m.group(1))
-            elif (m := _OOB.match(s)):
-                found["oob"], found["oob_ok"] = int(m.group(1)), (m.group(2) or "").upper() == "OK"
-            elif found["version"] is None and (m := _VERSION.search(s)):
+    sizes, wrong = table.sizes, table.wrong
+    kept = sizes.rows
+    cols: list[str] | None = None
+    ncols, wrong_at = 0, ()
+    for lines in log.blocks():
+        for line in lines:
+            parts = line.split()
+            if not parts:
+                continue
+            first = parts[0]
+            if first[0] == "#":  # the header and summary lines are comments
+                s = line.strip()
+                if _HEADER.match(s):
+                    table.header(s)
+                    cols, ncols, wrong_at = table.cols, len(table.cols), tuple(table._wrong_at)
+                elif (m := _AVG.match(s)):
+                    found["avg"] = float(m.group(1))
+                elif (m := _OOB.match(s)):
+                    found["oob"], found["oob_ok"] = int(m.group(1)), (m.group(2) or "").upper() == "OK"
+                elif found["version"] is None and (m := _VERSION.search(s)):
+                    found["version"] = m.group(1)
+                elif (m := _TEST.match(s)):
+                    found["test"] = m.group(1)
+            elif found["version"] is None and " version" in line and (m := _VERSION.search(line)):
                 found["version"] = m.group(1)
-            elif (m := _TEST.match(s)):
-                found["test"] = m.group(1)
-        elif found["version"] is None and " version" in s and (m := _VERSION.search(s)):
-            found["version"] = m.group(1)
-        elif table.cols:
-            table.add(s)
+            elif cols and len(parts) >= ncols and first.isdigit() and first.isascii():
+                # a complete row (a cut line is shorter than the header)
+                size = int(first)
+                if size in kept or len(kept) < MAX_SIZES:
+                    kept[size] = (cols, parts)
+                    for i in wrong_at:
+                        if parts[i] != "0" and (to_float(parts[i]) or 0) > 0:
+                            wrong.add(size)
+                else:
+                    sizes.left_out += 1
     return table, found
 
 

@@ -1,0 +1,202 @@
+"""The benchmarks' shared record: each figure a script measures, printed as one line and, when
+HPCAI_BENCH_OUT names a file, appended to it as one JSON line; and what benchmarks/report.py makes of
+those lines (the table, the verdicts, the side-by-side comparison of two reports, the machine).
+
+A figure has a target and a direction (`better="lower"`: measured <= target passes; "higher":
+measured >= target). One that was not measured (no image, no cluster, `--quick`) is recorded with
+measured None and is "not run", never PASS.
+
+    from _report import figure, not_run
+    figure("render: whole matrix", 0.41, 1.0, "s")
+    figure("parse: CLI throughput", 96.5, 50, "MB/s", better="higher", note="16 MB log")
+    not_run("image: size / minimal image", 1.10, "x", why="--quick")
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+OUT_ENV = "HPCAI_BENCH_OUT"
+PASS, FAIL, NOT_RUN = "PASS", "FAIL", "not run"
+BETTER = ("lower", "higher")
+
+
+def verdict(measured: float | None, target: float, better: str) -> str:
+    """PASS, FAIL, or "not run" when nothing was measured."""
+    if better not in BETTER:
+        raise ValueError(f"better must be one of {BETTER}, not {better!r}")
+    if measured is None:
+        return NOT_RUN
+    return PASS if (measured <= target if better == "lower" else measured >= target) else FAIL
+
+
+def ratio(measured: float | None, target: float) -> float | None:
+    """measured / target (None when not measured or the target is 0)."""
+    return None if measured is None or not target else measured / target
+
+
+def record(name: str, measured: float | None, target: float, unit: str, better: str = "lower",
+           note: str = "") -> dict[str, Any]:
+    """One figure as report.json holds it."""
+    return {"name": name, "measured": None if measured is None else float(measured),
+            "target": float(target), "unit": unit, "better": better, "note": note,
+            "ratio": ratio(measured, target), "status": verdict(measured, target, better)}
+
+
+def _emit(rec: dict[str, Any]) -> dict[str, Any]:
+    print(f"figure: {rec['name']}: {_value(rec['measured'], rec['unit'])} "
+          f"(target {_bound(rec)}): {rec['status']}{' - ' + rec['note'] if rec['note'] else ''}", flush=True)
+    out = os.environ.get(OUT_ENV)
+    if out:
+        with open(out, "a", encoding="utf-8") as f:  # one short line per write: appends stay whole
+            f.write(json.dumps(rec) + "\n")
+    return rec
+
+
+def figure(name: str, measured: float, target: float, unit: str, better: str = "lower",
+           note: str = "") -> dict[str, Any]:
+    """Print and record a measured figure; returns its record (status PASS or FAIL)."""
+    return _emit(record(name, measured, target, unit, better, note))
+
+
+def not_run(name: str, target: float, unit: str, better: str = "lower", why: str = "") -> dict[str, Any]:
+    """Print and record a figure that was not measured, and why."""
+    return _emit(record(name, None, target, unit, better, why))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The figures a run recorded (a later record of the same name replaces an earlier one)."""
+    figures: dict[str, dict[str, Any]] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                figures[rec["name"]] = record(rec["name"], rec.get("measured"), rec["target"], rec["unit"],
+                                              rec.get("better", "lower"), rec.get("note", ""))
+    return list(figures.values())
+
+
+# --- formatting ---------------------------------------------------------------------------------
+
+def _num(x: float) -> str:
+    return f"{x:.3g}" if abs(x) < 100 else f"{x:.0f}"
+
+
+def _value(x: float | None, unit: str) -> str:
+    return "-" if x is None else f"{_num(x)} {unit}".rstrip()
+
+
+def _bound(rec: dict[str, Any]) -> str:
+    return f"{'<=' if rec['better'] == 'lower' else '>='} {_value(rec['target'], rec['unit'])}"
+
+
+def _grid(header: list[str], rows: list[list[str]], markdown: bool = False) -> str:
+    if markdown:
+        lines = [header, ["---"] * len(header), *rows]
+        return "\n".join("| " + " | ".join(cell.replace("|", "\\|") for cell in r) + " |" for r in lines)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join(fmt.format(*r).rstrip() for r in [header, ["-" * w for w in widths], *rows])
+
+
+def table(figures: list[dict[str, Any]], markdown: bool = False) -> str:
+    """figure, target, measured, ratio (measured / target), PASS/FAIL/not run, note."""
+    rows = [[f["name"], _bound(f), _value(f["measured"], f["unit"]),
+             "-" if f["ratio"] is None else f"{f['ratio']:.2f}", f["status"], f.get("note", "")]
+            for f in figures]
+    return _grid(["figure", "target", "measured", "ratio", "result", "note"], rows, markdown)
+
+
+def summary(figures: list[dict[str, Any]]) -> str:
+    counts = {s: sum(f["status"] == s for f in figures) for s in (PASS, FAIL, NOT_RUN)}
+    return ", ".join(f"{n} {s}" for s, n in counts.items())
+
+
+def compare(old: dict[str, Any], new: dict[str, Any], markdown: bool = False) -> str:
+    """Two reports side by side: each figure's old and new measurement, the change, both verdicts
+    (figures in either report; "-" where one lacks it), then the two machines when they differ."""
+    a = {f["name"]: f for f in old["figures"]}
+    b = {f["name"]: f for f in new["figures"]}
+    rows = []
+    for name in [*b, *(n for n in a if n not in b)]:
+        x, y = a.get(name), b.get(name)
+        unit = (y or x)["unit"]
+        xm, ym = (x or {}).get("measured"), (y or {}).get("measured")
+        change = f"{(ym - xm) / xm:+.1%}" if xm and ym is not None else "-"
+        rows.append([name, _value(xm, unit), _value(ym, unit), change,
+                     x["status"] if x else "-", y["status"] if y else "-"])
+    head = [f"old: {_when(old)}", f"new: {_when(new)}"]
+    if old.get("machine", {}).get("cpu") != new.get("machine", {}).get("cpu"):
+        head.append("different machines: " + machine_line(old.get("machine", {})) + " vs "
+                    + machine_line(new.get("machine", {})))
+    return "\n".join(head) + "\n" + _grid(["figure", "old", "new", "change", "old result", "new result"],
+                                          rows, markdown)
+
+
+def _when(report: dict[str, Any]) -> str:
+    m = report.get("machine", {})
+    return f"{m.get('date', '?')} at {str(m.get('git_sha', '?'))[:12]}"
+
+
+# --- the machine ----------------------------------------------------------------------------------
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _mem_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / (1 << 20), 1)
+    except OSError:
+        pass
+    return None
+
+
+def _git_sha() -> str | None:
+    """The checkout's commit, as run records take it (read from .git: no git process needed)."""
+    try:
+        from hpcai.resources import git_sha
+    except ImportError:
+        return None
+    sha = git_sha()
+    return None if sha == "unknown" else sha
+
+
+def machine() -> dict[str, Any]:
+    """What the figures ran on: CPU model, cores, memory, kernel, OS, Python, load, date, git sha."""
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gib": _mem_gib(),
+        "kernel": platform.release(),
+        "os": platform.platform(terse=True),
+        "python": platform.python_version(),
+        "load_avg": load,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "git_sha": _git_sha(),
+    }
+
+
+def machine_line(m: dict[str, Any]) -> str:
+    sha = str(m.get("git_sha") or "?")[:12]
+    load = m.get("load_avg")
+    return (f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gib', '?')} GiB, "
+            f"kernel {m.get('kernel', '?')}, Python {m.get('python', '?')}"
+            + (f", load {load[0]}" if load else "") + f"; {m.get('date', '?')}, git {sha}")
