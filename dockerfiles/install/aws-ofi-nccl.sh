@@ -9,5 +9,10 @@ if with_rocm; then
 else
   opts+=(--with-cuda=/usr/local/cuda)
 fi
+# A GitHub tag archive has neither configure nor git: its autogen asks git for the version unless
+# .release_version holds it, so write the one the archive's folder is named after (…-1.19.0).
+prepare_source() {
+  if [ ! -x configure ] && [ ! -f .release_version ]; then printf '%s\n' "${PWD##*-}" > .release_version; fi
+}
 autotools_install AWS_OFI_NCCL "${opts[@]}"
 ls "$HPCAI_PREFIX"/lib/lib*-net*.so

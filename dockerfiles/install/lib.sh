@@ -76,6 +76,17 @@ unpack() {
   printf '%s\n' "$dest/$top"
 }
 
+# drop_pins: unset every source pin (<NAME>_VERSION/_URL/_SHA256 trios, set by the Dockerfile's
+# ENV or the def's exports for this step and the ones before) once the download is verified.
+# They are not the build's business: Open MPI 4.1's configure stops on a PMIX_VERSION it did
+# not set itself. A variable without its _SHA256 sibling (NGC's CUDA_VERSION) is left alone.
+drop_pins() {
+  local v
+  for v in $(compgen -e); do
+    case $v in *_SHA256) unset "${v%_SHA256}_VERSION" "${v%_SHA256}_URL" "$v" ;; esac
+  done
+}
+
 # autotools_install NAME [configure options…]: the component NAME's checksummed archive
 # ($NAME_URL, $NAME_SHA256), unpacked, configured with --prefix=$HPCAI_PREFIX --disable-static and
 # the options, built and installed; the working directory is then its source tree. The one
@@ -87,6 +98,7 @@ autotools_install() {
   # Separate assignments: a failed download must stop the script (set -e does not see inside
   # "$(...)" arguments, nor through `local x=$(...)`).
   archive=$(fetch "${!url}" "${!sha}")
+  drop_pins
   src=$(unpack "$archive")
   cd "$src"
   # A script may define prepare_source to fix the tree before configure (pmix.sh does).

@@ -9,5 +9,15 @@ opts=(--without-ucx --enable-mpi-thread-multiple --with-pmix="$HPCAI_PREFIX" --w
 if [ "${HPCAI_WITH_OFI:-1}" = 1 ]; then opts+=(--with-ofi="$HPCAI_PREFIX"); fi
 if with_cuda; then opts+=(--with-cuda=/usr/local/cuda); fi
 if with_rocm; then opts+=(--with-rocm=/opt/rocm); fi
+# Open MPI before 4.1.7 takes container_of from libfabric's headers, which libfabric 2.x no longer
+# exports (CI builds Debian's 4.1.4 against libfabric 2.1): define it where it is missing, as
+# later releases do.
+prepare_source() {
+  local f=ompi/mca/mtl/ofi/mtl_ofi_request.h
+  if [ -f "$f" ] && grep -q container_of "$f" && ! grep -q 'define container_of' "$f"; then
+    log "defining container_of in $f (libfabric 2.x no longer exports it)"
+    sed -i '0,/^#include/s||#include <stddef.h>\n#ifndef container_of\n#define container_of(ptr, type, field) ((type *) ((char *) (ptr) - offsetof(type, field)))\n#endif\n&|' "$f"
+  fi
+}
 autotools_install OPENMPI "${opts[@]}"
 "$HPCAI_PREFIX/bin/mpirun" --version

@@ -21,9 +21,10 @@ class ContainerSpec:
     entrypoint: hpcai-entrypoint path, or "" when the image has none (--no-entrypoint)
     payload:    payload name and its args, for runtimes that can use the image's runscript
     name:       container name (docker/podman); "" under srun, where the rank shim names it
-    secret_names: TOKEN/KEY/SECRET/PASSWORD variables; hpcai.run.launch puts their values in the
-                environment of the runtime process (docker `-e NAME`, APPTAINERENV_NAME, ch-run
-                inherits), so they never appear in argv, `ps`, logs or records
+    secret_names: TOKEN/KEY/SECRET/PASSWORD variables; the backend that runs the ranks puts their
+                values in the environment of the runtime process (docker `-e NAME`,
+                APPTAINERENV_NAME, ch-run inherits), so they never appear in argv, `ps`, logs or
+                records
     """
 
     image: str
