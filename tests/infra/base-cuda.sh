@@ -49,6 +49,6 @@ cp -r "$CACHE/wheelhouse" "$ctx/wheelhouse"
 rm -rf "$ctx/unpacked"
 
 log "building $TAG from $DEBIAN"
-"$engine" build -q --build-arg "BASE=$DEBIAN" -t "$TAG" "$ctx" >/dev/null
+"$engine" build -q --build-arg "BASE=$DEBIAN" --build-arg "FRAMEWORK=$torch" -t "$TAG" "$ctx" >/dev/null
 "$engine" run --rm --entrypoint nvcc "$TAG" --version | tail -n 2 >&2
 log "created $TAG"

@@ -15,6 +15,7 @@ HPCAI_GPU_RECIPE_IMAGE names an already built image to test instead.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -73,6 +74,8 @@ def test_fi_info_lists_the_providers_with_cxi(gpu_image):
 
 
 def test_the_nccl_plugin_links_libfabric_and_mpi_from_the_prefix(gpu_image):
+    """aws-ofi-nccl 1.19 links libfabric only (MPI is for its tests, which are not built); any MPI
+    it did link must be the image's too. nccl-tests' MPI is checked below."""
     path = plugin(gpu_image)
     res = in_image(gpu_image, f"ldd {path}")
     assert res.returncode == 0 and "not found" not in res.stdout, res.stdout
@@ -80,27 +83,21 @@ def test_the_nccl_plugin_links_libfabric_and_mpi_from_the_prefix(gpu_image):
     libfabric = next(v for k, v in resolved.items() if k.strip().startswith("libfabric.so"))
     assert libfabric.startswith(f"{PREFIX}/lib/"), res.stdout
     mpi = [v for k, v in resolved.items() if k.strip().startswith("libmpi.so")]
-    assert mpi and mpi[0].startswith(f"{PREFIX}/lib/"), res.stdout
+    assert all(m.startswith(f"{PREFIX}/lib/") for m in mpi), res.stdout
 
 
 def test_the_nccl_plugin_dlopens_and_exports_its_ncclnet_symbols(gpu_image):
+    """dlopen in the image (no nm there: the final stage has no toolchain) and look up the
+    versioned plugin tables NCCL asks for (ncclNetPlugin_vN)."""
     path = plugin(gpu_image)
-    probe = ("import ctypes, subprocess, sys\n"
+    probe = ("import ctypes\n"
              f"lib = ctypes.CDLL({path!r})\n"
-             f"out = subprocess.run(['nm', '-D', '--defined-only', {path!r}], capture_output=True, text=True).stdout\n"
-             "names = sorted({l.split()[-1] for l in out.splitlines() if 'ncclNet' in l})\n"
-             "[getattr(lib, n) for n in names]\n"
-             "print(' '.join(names))\n")
-    res = in_image(gpu_image, f"python3 -c {shlex_quote(probe)}")
+             "print(' '.join(f'ncclNetPlugin_v{v}' for v in range(2, 20) if hasattr(lib, f'ncclNetPlugin_v{v}')))\n")
+    res = in_image(gpu_image, f"python3 -c {shlex.quote(probe)}")
     assert res.returncode == 0, res.stderr[-2000:]
     names = res.stdout.split()
-    assert any(n.startswith("ncclNetPlugin_v") or n.startswith("ncclNet_v") for n in names), names
-
-
-def shlex_quote(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
+    assert "ncclNetPlugin_v8" in names, names  # NCCL 2.19+; NGC 26.03's NCCL 2.29 asks for newer ones first
+    assert len(names) >= 3, names
 
 
 def test_nccl_tests_run_and_link_the_image_mpi(gpu_image):

@@ -103,8 +103,9 @@ def test_system_packages_per_configuration_from_the_records():
         spec = make_spec(flavor, mpi=mpi, ofi=ofi, horovod=hvd, payloads="none", **FIXED)
         return {stage: set(components.system_packages(stage, spec.traits())) for stage in ("builder", "final")}
 
-    from_source = {"builder": {"libnuma-dev", "libevent-dev", "libhwloc-dev", "zlib1g-dev", "flex"},
-                   "final": {"libnuma1", "libevent-core-2.1-7", "libevent-pthreads-2.1-7", "libhwloc15"}}
+    from_source = {"builder": {"libnuma-dev", "libevent-dev", "libhwloc-dev", "zlib1g-dev", "flex", "openssh-client"},
+                   "final": {"libnuma1", "libevent-core-2.1-7", "libevent-pthreads-2.1-7", "libhwloc15",
+                             "openssh-client"}}
     for flavor in ("pytorch-ngc", "tensorflow-ngc", "pytorch-rocm", "tensorflow-rocm", "pytorch-poplar"):
         assert packages(flavor) == from_source, flavor
     with_hvd = packages("pytorch-ngc", hvd="1")

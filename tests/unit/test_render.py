@@ -266,9 +266,9 @@ def test_each_step_gets_only_its_own_pins_in_both_formats():
 def test_system_packages_step_passes_the_records_packages(rendered):
     docker = rendered[("pytorch-ngc", "ompi", "1", "1", False)][0]
     assert ("RUN /opt/hpcai-build/install/system-packages.sh builder "
-            "libnuma-dev libevent-dev libhwloc-dev zlib1g-dev flex cmake git\n") in docker
+            "libnuma-dev libevent-dev libhwloc-dev zlib1g-dev flex openssh-client cmake git\n") in docker
     assert ("RUN /opt/hpcai-build/install/system-packages.sh final "
-            "libnuma1 libevent-core-2.1-7 libevent-pthreads-2.1-7 libhwloc15\n") in docker
+            "libnuma1 libevent-core-2.1-7 libevent-pthreads-2.1-7 libhwloc15 openssh-client\n") in docker
     cpu = rendered[("tensorflow-cpu", "mpich", "0", "0", False)][1]
     assert "cd / && /opt/hpcai-build/install/system-packages.sh builder libmpich-dev mpich\n" in cpu
     assert "cd / && /opt/hpcai-build/install/system-packages.sh final mpich libmpich12\n" in cpu

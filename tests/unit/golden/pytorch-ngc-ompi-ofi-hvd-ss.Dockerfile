@@ -18,7 +18,7 @@ ENV DEBIAN_FRONTEND="noninteractive" \
 COPY install/lib.sh install/fetch.sh /opt/hpcai-build/install/
 # Step: system packages (builder)
 COPY install/system-packages.sh /opt/hpcai-build/install/
-RUN /opt/hpcai-build/install/system-packages.sh builder libnuma-dev libevent-dev libhwloc-dev zlib1g-dev flex cmake git
+RUN /opt/hpcai-build/install/system-packages.sh builder libnuma-dev libevent-dev libhwloc-dev zlib1g-dev flex openssh-client cmake git
 ENV HPCAI_FLAVOR="pytorch-ngc" \
     HPCAI_FRAMEWORK="pytorch" \
     HPCAI_BASE_ENTRYPOINT="/opt/nvidia/nvidia_entrypoint.sh"
@@ -88,7 +88,7 @@ ENV DEBIAN_FRONTEND="noninteractive" \
 COPY install/lib.sh /opt/hpcai-build/install/
 # Step: system packages (runtime)
 COPY install/system-packages.sh /opt/hpcai-build/install/
-RUN /opt/hpcai-build/install/system-packages.sh final libnuma1 libevent-core-2.1-7 libevent-pthreads-2.1-7 libhwloc15
+RUN /opt/hpcai-build/install/system-packages.sh final libnuma1 libevent-core-2.1-7 libevent-pthreads-2.1-7 libhwloc15 openssh-client
 ENV HPCAI_FLAVOR="pytorch-ngc" \
     HPCAI_FRAMEWORK="pytorch" \
     HPCAI_BASE_ENTRYPOINT="/opt/nvidia/nvidia_entrypoint.sh"
