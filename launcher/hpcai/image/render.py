@@ -137,7 +137,7 @@ def final_steps(spec: ImageSpec, hooks: list[PayloadHooks]) -> list[Step]:
         if h.runtime:
             steps.append(Step(f"payload {h.name} (runtime)", "payload-hook.sh", (h.name, h.runtime),
                               payload=h.name, files=h.files))
-    if spec.ss:
+    if spec.bakes_site_libs:
         steps.append(Step("site libraries", "hpc-libs.sh"))
     return steps
 
@@ -195,10 +195,10 @@ def default_suite(spec: ImageSpec) -> list[str]:
     return sorted(spec.payloads, key=lambda n: order.get(n, len(order)))
 
 
-def ss_env(spec: ImageSpec) -> dict[str, str]:
+def site_libs_env(spec: ImageSpec) -> dict[str, str]:
     """Added by -ss images, after runtime_env: the site's libraries come first. Kept apart so
     the -hpc and -ss images share every layer up to the site libraries."""
-    if not spec.ss:
+    if not spec.bakes_site_libs:
         return {}
     return {"LD_LIBRARY_PATH": f"{HPC_LIBS_IN_IMAGE}:$LD_LIBRARY_PATH", "HPCAI_HPC_LIBS": HPC_LIBS_IN_IMAGE}
 
@@ -233,7 +233,7 @@ def template_values(spec: ImageSpec) -> dict:
         "spec": spec, "prefix": PREFIX, "build_dir": BUILD_DIR, "hpc_libs_dir": HPC_LIBS_IN_IMAGE,
         "builder_steps": builder_steps(spec, hooks), "final_steps": final_steps(spec, hooks),
         "stage_env": stage_env(spec), "stack_env": stack_env(spec), "flavor_env": flavor_env(spec), "runtime_env": runtime_env(spec),
-        "ss_env": ss_env(spec),
+        "site_libs_env": site_libs_env(spec),
         "labels": spec.labels(), "hooks": hooks,
         "apt_sources_name": apt_name,
         "apt_sources_argv": (f"{BUILD_DIR}/install/apt-sources.sh", f"{BUILD_DIR}/apt/{apt_name}"),

@@ -204,7 +204,8 @@ class ImageSpec:
         return [n for n in dict.fromkeys(used) if n in self.sources]
 
     @property
-    def ss(self) -> bool:
+    def bakes_site_libs(self) -> bool:
+        """--hpc-libs: the site's libraries are baked in (an `-ss` image, in HPE's naming)."""
         return self.hpc_libs is not None
 
     @property
@@ -213,7 +214,7 @@ class ImageSpec:
         name as HPE keeps its `-hvd`/`-ss` images apart: -mpich|-nompi, -noofi, -cxi, -hvd, -arm64, -ss."""
         words = {Mpi.OMPI: [], Mpi.MPICH: ["mpich"], Mpi.NONE: ["nompi"]}[self.mpi]
         words += [w for w, on in (("noofi", not self.ofi), ("cxi", self.cxi), ("hvd", self.horovod),
-                                  ("arm64", self.arch != "amd64"), ("ss", self.ss)) if on]
+                                  ("arm64", self.arch != "amd64"), ("ss", self.bakes_site_libs)) if on]
         return "".join(f"-{w}" for w in words)
 
     @property
@@ -260,7 +261,7 @@ class ImageSpec:
             "hpcai.mpi": self.mpi.value,
             "hpcai.ofi": "1" if self.ofi else "0",
             "hpcai.horovod": "1" if self.horovod else "0",
-            "hpcai.hpc-libs": HPC_LIBS_IN_IMAGE if self.ss else "",
+            "hpcai.hpc-libs": HPC_LIBS_IN_IMAGE if self.bakes_site_libs else "",
             "hpcai.payloads": ",".join(self.payloads),
             "hpcai.stack": "source" if self.from_source else "debian-packages",
             "hpcai.version": __version__,
