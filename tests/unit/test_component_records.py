@@ -76,7 +76,7 @@ def test_condition_terms_all_hold_and_alternatives_any(terms, traits, holds):
      r"^components\.toml, component x, builder_packages: expected a list of Debian package names"),
     ({"debian_final_packages": ["mpich"]},
      r"^components\.toml, component x, debian_final_packages: no `debian_when` says when to install them$"),
-    ({"builder_package": ["cmake"]}, r"^components\.toml, component x: unknown key 'builder_package'; valid: "),
+    ({"builder_package": ["libnuma-dev"]}, r"^components\.toml, component x: unknown key 'builder_package'; valid: "),
 ])
 def test_a_bad_record_is_refused_naming_the_component_and_field(change, message):
     with pytest.raises(UsageError, match=message):
