@@ -50,7 +50,7 @@ base-cuda: venv
 	HPCAI_PYTHON=$(VENV)/bin/python bash tests/infra/base-cuda.sh
 
 # The GPU recipe built for real on the stand-in from reachable, checksummed sources (MPI=ompi is
-# what CI builds; MPI=mpich the MPICH-over-OFI configuration).
+# what CI builds; MPI=mpich the MPICH-over-OFI one, which stops in MPICH 4.0.2's CUDA code).
 MPI ?= ompi
 gpu-recipe: venv
 	HPCAI=$(HPCAI) HPCAI_PYTHON=$(VENV)/bin/python bash tests/infra/gpu-recipe.sh $(MPI)
