@@ -1,5 +1,6 @@
 """Target: an 8-rank `true` job through `hpcai launch` on the Slurm test cluster takes at most
-1.10x the wall time of the equivalent hand-written `srun … <runtime> … true` line.
+1.15x the wall time of the equivalent hand-written `srun … <runtime> … true` line (the
+performance issue's target, with a single CLI definition; it was 1.10x).
 
 Both sides start the same containers on the same nodes (4 nodes x 2 ranks) and run the image's
 entrypoint before `true`; what differs is hpcai itself: planning, the per-rank shim, the run record.
@@ -41,7 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 NODES, PER_NODE = 4, 2
 FLOOR = "import subprocess, json, pathlib, argparse, tomllib"  # what any Python launcher imports
 BENCH = "/opt/hpcai/bin/hpcai-bench"  # how the image runs a payload
-TARGETS = {None: 1.10, "sanity": 1.03}  # the job: `true`, or a payload
+TARGETS = {None: 1.15, "sanity": 1.03}  # the job: `true`, or a payload
 
 
 def hpcai_argv() -> list[str]:
@@ -97,7 +98,7 @@ def main() -> int:
     ap.add_argument("--runtime", default="docker", choices=["docker", "charliecloud"])
     ap.add_argument("--runs", type=int, default=11)
     ap.add_argument("--payload", choices=[p for p in TARGETS if p], help="a payload instead of `true`")
-    ap.add_argument("--target", type=float, help="ratio (default 1.10 for `true`, 1.03 for sanity)")
+    ap.add_argument("--target", type=float, help="ratio (default 1.15 for `true`, 1.03 for sanity)")
     ap.add_argument("--no-entrypoint", action="store_true", help="image without hpcai-entrypoint")
     args = ap.parse_args()
     args.target = args.target or TARGETS[args.payload]

@@ -69,7 +69,7 @@ EXPECTED: dict[str, tuple[float, str, str, Step | None]] = {
     "launch: --dry-run, 4,096 nodes": (0.5, "s", "lower", STEPS[1]),
     "entrypoint: overhead per rank, no container": (10.0, "ms", "lower", STEPS[2]),
     "entrypoint: overhead per rank, in container": (10.0, "ms", "lower", STEPS[3]),
-    "launch: 8-rank true job / hand srun (docker)": (1.10, "x", "lower", STEPS[4]),
+    "launch: 8-rank true job / hand srun (docker)": (1.15, "x", "lower", STEPS[4]),
     "launch: 8-rank sanity job / hand srun (docker)": (1.03, "x", "lower", STEPS[5]),
     "parse: nccl-tests log, CLI (slowest size)": (50.0, "MB/s", "higher", STEPS[6]),
     "parse: nccl-tests log, in-process (slowest size)": (50.0, "MB/s", "higher", STEPS[6]),
