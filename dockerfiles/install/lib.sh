@@ -36,13 +36,11 @@ fetch() {
     cp "$HPCAI_BUILD/sources/$file" "$dir/$file"
   else
     case $url in debian:*) url=$(debian_url "${url#debian:}") ;; esac
-  fi
-  if [ -f "$dir/$file" ]; then
-    :
-  elif command -v curl >/dev/null; then
-    curl -fsSL --retry 3 -o "$dir/$file" "$url" || die "download failed: $url"
-  else
-    wget -q -O "$dir/$file" "$url" || die "download failed: $url"
+    if command -v curl >/dev/null; then
+      curl -fsSL --retry 3 -o "$dir/$file" "$url" || die "download failed: $url"
+    else
+      wget -q -O "$dir/$file" "$url" || die "download failed: $url"
+    fi
   fi
   if [ "$sha" = unverified ]; then
     log "WARNING: $file is NOT verified (no known sha256; --allow-unverified)"
@@ -92,14 +90,10 @@ drop_pins() {
 # the options, built and installed; the working directory is then its source tree. The one
 # configure/make/install sequence of libfabric, PMIx, Open MPI, MPICH and aws-ofi-nccl.
 autotools_install() {
-  local name=$1 url sha archive src
+  local name=$1 src
   shift
-  url="${name}_URL" sha="${name}_SHA256"
-  # Separate assignments: a failed download must stop the script (set -e does not see inside
-  # "$(...)" arguments, nor through `local x=$(...)`).
-  archive=$(fetch "${!url}" "${!sha}")
+  src=$(component_source "$name")
   drop_pins
-  src=$(unpack "$archive")
   cd "$src"
   # A script may define prepare_source to fix the tree before configure (pmix.sh does).
   if declare -F prepare_source >/dev/null; then prepare_source; fi
@@ -113,15 +107,23 @@ autotools_install() {
   make install
 }
 
+# component_source NAME -> prints the source tree of the component NAME's checksummed archive
+# ($NAME_URL, $NAME_SHA256), unpacked. Call it as a plain assignment, src=$(component_source X):
+# set -e does not see a failure inside "$(...)" arguments, nor through `local x=$(...)`; and
+# inside "$(...)" bash clears set -e, hence the explicit `|| return`.
+component_source() {
+  local url="${1}_URL" sha="${1}_SHA256" archive
+  archive=$(fetch "${!url}" "${!sha}") || return
+  unpack "$archive"
+}
+
 # headers_install NAME DIR…: the component NAME's checksummed archive, each DIR of it (include,
 # share) copied into the same folder of $HPCAI_PREFIX. For header-only components: HPE's Cassini
 # and CXI driver headers.
 headers_install() {
-  local name=$1 url sha archive src dir
+  local name=$1 src dir
   shift
-  url="${name}_URL" sha="${name}_SHA256"
-  archive=$(fetch "${!url}" "${!sha}")
-  src=$(unpack "$archive")
+  src=$(component_source "$name")
   for dir in "$@"; do
     mkdir -p "$HPCAI_PREFIX/$dir"
     cp -R "$src/$dir/." "$HPCAI_PREFIX/$dir/"

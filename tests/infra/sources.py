@@ -7,7 +7,7 @@ This machine reaches neither GitHub nor most upstream download hosts. Two places
 sources, and components.toml pins each of them with its sha256:
 - Debian's source archive: alternates whose url is `debian:pool/…` (Debian's repacked
   `.orig.tar.xz`, pinned with the sha256 of Debian's `.dsc`). The archive's address is read from
-  this machine's apt sources, never written in the repository.
+  this machine's apt sources by install/lib.sh's debian_url, never written in the repository.
 - tests/infra/mirror/: byte-identical copies of GitHub tag archives (from ../shared/mirror, see its
   SHA256SUMS), for the alternates whose url is a `github.com/OWNER/REPO/archive/` address.
 Only the named component versions are fetched (tests/infra/gpu-recipe.sh names its set). Each
@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import tomllib
@@ -29,21 +30,20 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE.parents[1] / "launcher" / "hpcai" / "image" / "components.toml"
 MIRROR = HERE / "mirror"
+LIB = HERE.parents[1] / "dockerfiles" / "install" / "lib.sh"
 # A tag archive's address; the mirror names the file after the tag, `/` turned into `-`.
 GITHUB_ARCHIVE = re.compile(r"https://github\.com/([^/]+/[^/]+)/archive/(?:refs/tags/)?(.+)$")
 
 
 
-def debian_archive() -> str:
-    """The first Debian archive address in this machine's apt sources (deb822 or one-line)."""
-    files = [*sorted(Path("/etc/apt/sources.list.d").glob("*.sources")), Path("/etc/apt/sources.list"),
-             *sorted(Path("/etc/apt/sources.list.d").glob("*.list"))]
-    for f in files:
-        text = f.read_text() if f.is_file() else ""
-        for uri in re.findall(r"^URIs:\s*(\S+)", text, re.M) + re.findall(r"^deb(?:-src)?\s+(?:\[[^]]*\]\s+)?(\S+)", text, re.M):
-            if uri.rstrip("/").endswith("/debian"):
-                return uri.rstrip("/")
-    sys.exit("sources: no Debian archive in this machine's apt sources")
+def debian_url(path: str) -> str:
+    """debian:PATH -> its address under this machine's Debian archive, by the rule the image
+    builds use (install/lib.sh's debian_url reads the apt sources)."""
+    res = subprocess.run(["bash", "-c", '. "$1"; debian_url "$2"', "_", str(LIB), path],
+                         capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        sys.exit(f"sources: {res.stderr.strip()}")
+    return res.stdout.strip()
 
 
 def pinned(selection: str) -> tuple[str, str]:
@@ -62,7 +62,7 @@ def pinned(selection: str) -> tuple[str, str]:
 
 def acquire(url: str, dest: Path) -> None:
     if url.startswith("debian:"):
-        with urllib.request.urlopen(f"{debian_archive()}/{url[len('debian:'):]}", timeout=300) as r, \
+        with urllib.request.urlopen(debian_url(url[len("debian:"):]), timeout=300) as r, \
                 dest.open("wb") as out:
             shutil.copyfileobj(r, out)
         return
