@@ -9,7 +9,12 @@ Runs alternate (hpcai, hand, hpcai, hand, …) so machine load drifts affect bot
 of the medians is the figure checked (exit status 1 above the target). Also printed: the median
 of the per-pair ratios (less sensitive to load drift), and the floor no Python launcher can go
 below: an interpreter that imports what any launcher needs (subprocess, json, pathlib, argparse,
-tomllib), as a share of the hand line.
+tomllib), as a share of the hand line, beside the bare interpreter (`python -c pass`, and
+`python -S -c pass` without site-packages).
+
+With --baseline-launcher DIR (a folder holding another version of the `hpcai` package, e.g. a copy
+made before a change), that version is timed too, in the same interleaved rounds, and printed
+beside the current one (no figure is recorded for it).
 
 With --payload sanity the job is the sanity payload instead of `true` (target 1.03x): hpcai launches
 `sanity` (and parses its ranks' output into the run record) against the hand line running the
@@ -100,6 +105,8 @@ def main() -> int:
     ap.add_argument("--payload", choices=[p for p in TARGETS if p], help="a payload instead of `true`")
     ap.add_argument("--target", type=float, help="ratio (default 1.15 for `true`, 1.03 for sanity)")
     ap.add_argument("--no-entrypoint", action="store_true", help="image without hpcai-entrypoint")
+    ap.add_argument("--baseline-launcher", type=Path, metavar="DIR",
+                    help="also time the hpcai package in DIR (PYTHONPATH), interleaved")
     args = ap.parse_args()
     args.target = args.target or TARGETS[args.payload]
     job = args.payload or "true"
@@ -130,13 +137,23 @@ def main() -> int:
                     *(["--no-entrypoint"] if args.no_entrypoint else []),
                     *([args.payload] if args.payload else ["--cmd", "--", "true"])]
 
+        other = {**env, "PYTHONPATH": str(args.baseline_launcher)} if args.baseline_launcher else None
+        # what the console script runs, with PYTHONPATH picking the package
+        other_argv = [sys.executable, "-c", "from hpcai.cli.main import main; main()"]
+
         timed(hpcai(-1), env, workdir)  # warm-up: page cache, image layers, squashfuse
         timed(hand, env, workdir)
-        ours, theirs = [], []
+        if other:
+            timed([*other_argv, *hpcai(-2)[len(hpcai_argv()):]], other, workdir)
+        ours, theirs, base = [], [], []
         for i in range(args.runs):
             ours.append(timed(hpcai(i), env, workdir))
             theirs.append(timed(hand, env, workdir))
-        floor = statistics.median(timed([sys.executable, "-c", FLOOR], env, workdir) for _ in range(args.runs))
+            if other:
+                base.append(timed([*other_argv, *hpcai(1000 + i)[len(hpcai_argv()):]], other, workdir))
+        floors = {what: statistics.median(timed([sys.executable, *argv], env, workdir) for _ in range(args.runs))
+                  for what, argv in (("imports", ["-c", FLOOR]), ("-c pass", ["-c", "pass"]),
+                                     ("-S -c pass", ["-S", "-c", "pass"]))}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -147,10 +164,18 @@ def main() -> int:
     print(f"  hpcai launch : median {a:.3f} s  (min {min(ours):.3f}, max {max(ours):.3f})")
     print(f"  hand srun    : median {b:.3f} s  (min {min(theirs):.3f}, max {max(theirs):.3f})")
     print(f"  hand line    : {' '.join(hand)}")
-    print(f"  per-pair ratio median {paired:.3f}; Python floor {1000 * floor:.0f} ms = {floor / b:.1%} of the hand line")
+    if base:
+        c = statistics.median(base)
+        print(f"  baseline     : median {c:.3f} s  (min {min(base):.3f}, max {max(base):.3f}) = {c / b:.3f}x "
+              f"the hand line, per-pair {statistics.median(x / y for x, y in zip(base, theirs)):.3f} "
+              f"({args.baseline_launcher})")
+    floor = floors["imports"]
+    print(f"  per-pair ratio median {paired:.3f}; Python floor {1000 * floor:.0f} ms = {floor / b:.1%} of the hand line "
+          f"(python -c pass {1000 * floors['-c pass']:.0f} ms, python -S -c pass {1000 * floors['-S -c pass']:.0f} ms)")
     print(f"  ratio {ratio:.3f} (target <= {args.target:.2f}): {'PASS' if ratio <= args.target else 'FAIL'}")
     figure(name, ratio, args.target, "x",
-           note=f"medians {a:.3f} / {b:.3f} s of {args.runs}, per-pair ratio {paired:.3f}")
+           note=f"medians {a:.3f} / {b:.3f} s of {args.runs}, per-pair ratio {paired:.3f}; Python floor "
+                f"{1000 * floor:.0f} ms (-c pass {1000 * floors['-c pass']:.0f} ms, -S {1000 * floors['-S -c pass']:.0f} ms)")
     return 0 if ratio <= args.target else 1
 
 

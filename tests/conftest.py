@@ -152,6 +152,15 @@ def podman_pytorch_image(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
+def mpich_cpu_image(tmp_path_factory) -> str:
+    """pytorch-cpu with `--mpi mpich` (Debian's MPICH packages) and the sanity payload only: the
+    MPICH-ABI image the host MPI swap goes into (tests/integration/test_host_mpi_swap.py), built
+    once per session; HPCAI_MPICH_CPU_IMAGE names an existing one."""
+    return os.environ.get("HPCAI_MPICH_CPU_IMAGE") or build_image(
+        "pytorch-cpu", tmp_path_factory.mktemp("build-mpich-cpu"), "--mpi", "mpich", "--payloads", "sanity")
+
+
+@pytest.fixture(scope="session")
 def tensorflow_cpu_image(tmp_path_factory) -> str:
     """Tag of the real tensorflow-cpu image, built once per session."""
     return os.environ.get("HPCAI_TENSORFLOW_CPU_IMAGE") or build_image(

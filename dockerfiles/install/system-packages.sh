@@ -1,20 +1,22 @@
 #!/bin/bash
-# system-packages.sh builder|final [PACKAGE...]: the distribution packages each stage needs.
-# builder: compilers and headers; final: runtime libraries only (no toolchain).
+# system-packages.sh builder|python|final [PACKAGE...]: the distribution packages each stage needs.
+# builder: compilers and headers; python: a builder that compiles nothing (it makes the venv and
+# pip-installs wheels: python3-venv, no toolchain); final: runtime libraries only (no toolchain).
 # The PACKAGEs are the stack's own, from its records in launcher/hpcai/image/components.toml
 # (render passes them: libnuma-dev … for a stack built from source, Debian's Open MPI/MPICH and
 # libfabric packages on the CPU flavors); this script adds what every image needs.
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
-stage=${1:?builder|final}
+stage=${1:?builder|python|final}
 shift
 
-if [ "$stage" = builder ]; then
-  pkgs=(build-essential autoconf automake libtool pkg-config curl ca-certificates bzip2 file
-        python3 python3-dev python3-venv "$@")
-else
-  pkgs=(ca-certificates python3 "$@")
-fi
+case $stage in
+  builder) pkgs=(build-essential autoconf automake libtool pkg-config curl ca-certificates bzip2 file
+                 python3 python3-dev python3-venv "$@") ;;
+  python) pkgs=(ca-certificates python3 python3-venv "$@") ;;
+  final) pkgs=(ca-certificates python3 "$@") ;;
+  *) die "stage must be builder, python or final, not $stage" ;;
+esac
 
 if command -v apt-get >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive

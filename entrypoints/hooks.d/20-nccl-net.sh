@@ -5,10 +5,12 @@
 # NCCL_NET_PLUGIN gets the plugin's absolute path (RCCL looks up the wrong name otherwise).
 # NCCL_NET="AWS Libfabric" is forced only for multi-node runs with the plugin and the cxi
 # provider present: forcing it makes NCCL fail instead of falling back to sockets, and
-# single-node steps often get no CXI service. The Slingshot defaults (sites.md 7.1) apply only
-# when the cxi provider was detected by host-fabric. When the base image ships its own plugin
-# under /opt/amazon (NGC >= 24.11; HPCAI_VENDOR_OFI_DIR), ours is LD_PRELOADed so that one is
-# never picked up.
+# single-node steps often get no CXI service. The Slingshot defaults apply only when the cxi
+# provider was detected by host-fabric; their values live in one file, slingshot-env.sh beside
+# the hooks (HPCAI_SLINGSHOT_PROFILE names another), which the launcher reads too, so a value
+# the launcher passed is the same one, or the site's documented deviation, and is kept. When the
+# base image ships its own plugin under /opt/amazon (NGC >= 24.11; HPCAI_VENDOR_OFI_DIR), ours
+# is LD_PRELOADed so that one is never picked up.
 # SLINGSHOT_*, SLURM_*, PMI*, PALS_* are never touched.
 
 _nn_lib=$HPCAI_PREFIX/lib
@@ -44,22 +46,31 @@ if [ "${HPCAI_FABRIC_CXI:-0}" = 1 ]; then
         && [ "$hpcai_value" -gt 1 ]; then
         hpcai_set NCCL_NET "AWS Libfabric"
     fi
-    hpcai_set NCCL_SOCKET_IFNAME hsn
-    hpcai_set NCCL_NET_GDR_LEVEL PHB
-    hpcai_set NCCL_CROSS_NIC 1
-    hpcai_set NCCL_PROTO '^LL128'
-    hpcai_set FI_MR_CACHE_MONITOR userfaultfd
-    hpcai_set FI_CXI_DISABLE_HOST_REGISTER 1
-    hpcai_set FI_CXI_DEFAULT_CQ_SIZE 131072
-    hpcai_set FI_CXI_DEFAULT_TX_SIZE 2048
-    hpcai_set FI_CXI_RX_MATCH_MODE hybrid
-    hpcai_set FI_CXI_RDZV_EAGER_SIZE 0
-    hpcai_set FI_CXI_RDZV_THRESHOLD 0
-    hpcai_set FI_CXI_RDZV_GET_MIN 0
-    hpcai_set MPICH_GPU_SUPPORT_ENABLED 0
-    hpcai_set TORCH_NCCL_ASYNC_ERROR_HANDLING 1
+    _nn_profile=${HPCAI_SLINGSHOT_PROFILE:-$HPCAI_HOOKS_DIR/slingshot-env.sh}
     case $_nn_plugin in
-        */libnccl-net*.so) hpcai_set FI_HMEM_CUDA_USE_GDRCOPY 1 ;;
-        */librccl-net*.so) hpcai_set HSA_FORCE_FINE_GRAIN_PCIE 1 ;;
+        */librccl-net*.so) _nn_gpu=amd ;;
+        */libnccl-net*.so) _nn_gpu=nvidia ;;
+        *) _nn_gpu='' ;;  # no plugin: the lines for one GPU's plugin do not apply
     esac
+    if [ -r "$_nn_profile" ]; then
+        # NAME=VALUE [# nvidia|amd]; read with builtins only (no fork on every rank's start)
+        while IFS= read -r _nn_line || [ -n "$_nn_line" ]; do
+            case $_nn_line in '' | '#'*) continue ;; esac
+            _nn_tag=''
+            case $_nn_line in *'#'*) _nn_tag=${_nn_line#*#} _nn_line=${_nn_line%%#*} ;; esac
+            _nn_line=${_nn_line%"${_nn_line##*[! ]}"}
+            [ -n "$_nn_line" ] || continue
+            _nn_name=${_nn_line%%=*}
+            case $_nn_name in
+                "$_nn_line" | '' | [0-9]* | *[!A-Za-z0-9_]*) hpcai_warn "$_nn_profile: not NAME=VALUE: $_nn_line"; continue ;;
+            esac
+            case $_nn_tag in
+                *nvidia*) [ "$_nn_gpu" = nvidia ] || continue ;;
+                *amd*) [ "$_nn_gpu" = amd ] || continue ;;
+            esac
+            hpcai_set "$_nn_name" "${_nn_line#*=}"
+        done <"$_nn_profile"
+    else
+        hpcai_warn "no Slingshot profile at $_nn_profile: the cxi defaults are not set"
+    fi
 fi

@@ -18,5 +18,6 @@ for flavor in $flavors; do
   hpcai render "$flavor" --format docker > "$tmp/Dockerfile.$flavor"
 done
 echo "lint: hadolint $(echo "$flavors" | wc -w) Dockerfiles" >&2
-hadolint --no-color --failure-threshold warning "$tmp"/Dockerfile.* tests/infra/base-cuda/Dockerfile
+hadolint --no-color --failure-threshold warning "$tmp"/Dockerfile.* tests/infra/base-cuda/Dockerfile \
+  benchmarks/minimal/*.Dockerfile
 echo "lint: clean" >&2

@@ -9,7 +9,9 @@ its sha256: libfabric with HPE's cxi provider (libcxi), PMIx, Open MPI over OFI 
 aws-ofi-nccl, and nccl-tests with MPI=1 for one GPU architecture. The install scripts are the
 ones every NGC build runs. There is no GPU here: what needs one is skipped by the image's own
 self-test, which says so, and is covered by `make gpu-check` on a GPU machine.
-HPCAI_GPU_RECIPE_IMAGE names an already built image to test instead.
+HPCAI_GPU_RECIPE_IMAGE names an already built image to test instead. HPCAI_GPU_RECIPE_MPI=mpich
+tests the MPICH-over-OFI configuration instead (`make gpu-recipe MPI=mpich` builds it and runs
+these tests; CI builds the Open MPI one only, for time).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from imagebuild import pip_build_inputs
 
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = "/opt/hpcai"
+MPI = os.environ.get("HPCAI_GPU_RECIPE_MPI", "ompi")
+LIBMPI = {"ompi": "libmpi.so.40", "mpich": "libmpi.so.12"}[MPI]
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(5400)]
 
@@ -41,10 +45,10 @@ def gpu_image(tmp_path_factory) -> str:
     hpcai = shutil.which("hpcai") or str(Path(sys.executable).with_name("hpcai"))
     env = {**os.environ, "HPCAI": hpcai, "HPCAI_PYTHON": sys.executable,
            "HPCAI_WORK_DIR": str(tmp_path_factory.mktemp("gpu-recipe"))}
-    res = sh("bash", str(REPO / "tests/infra/gpu-recipe.sh"), "ompi", *pip_build_inputs(),
+    res = sh("bash", str(REPO / "tests/infra/gpu-recipe.sh"), MPI, *pip_build_inputs(),
              timeout=5000, env=env)
     if res.returncode != 0:
-        pytest.fail(f"gpu-recipe.sh ompi failed (exit {res.returncode}):\n{res.stderr[-6000:]}")
+        pytest.fail(f"gpu-recipe.sh {MPI} failed (exit {res.returncode}):\n{res.stderr[-6000:]}")
     return res.stdout.strip().splitlines()[-1]
 
 
@@ -59,11 +63,20 @@ def plugin(image: str) -> str:
     return res.stdout.split()[0]
 
 
-def test_open_mpi_has_the_ofi_mtl_and_cuda_support(gpu_image):
-    res = in_image(gpu_image, "ompi_info --parsable --all")
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert "mca:mtl:ofi:" in res.stdout
-    assert "mpi_built_with_cuda_support:value:true" in res.stdout
+def test_the_mpi_runs_over_ofi_with_cuda_support(gpu_image):
+    """Open MPI: the OFI MTL and CUDA support in ompi_info. MPICH: the ch4:ofi device over the
+    image's libfabric, and yaksa's CUDA backend linked in (libcudart)."""
+    if MPI == "ompi":
+        res = in_image(gpu_image, "ompi_info --parsable --all")
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert "mca:mtl:ofi:" in res.stdout
+        assert "mpi_built_with_cuda_support:value:true" in res.stdout
+    else:
+        res = in_image(gpu_image, f"mpichversion; ldd {PREFIX}/lib/libmpi.so.12")
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert "ch4:ofi" in res.stdout and "--with-cuda" in res.stdout, res.stdout
+        assert f"libfabric.so.1 => {PREFIX}/lib/" in res.stdout, res.stdout
+        assert "libcudart.so" in res.stdout, res.stdout
 
 
 def test_fi_info_lists_the_providers_with_cxi(gpu_image):
@@ -103,7 +116,7 @@ def test_the_nccl_plugin_dlopens_and_exports_its_ncclnet_symbols(gpu_image):
 def test_nccl_tests_run_and_link_the_image_mpi(gpu_image):
     res = in_image(gpu_image, "all_reduce_perf -h; echo rc=$?; ldd \"$(command -v all_reduce_perf)\"")
     assert "rc=0" in res.stdout and "USAGE" in res.stdout.upper(), res.stdout + res.stderr
-    assert f"libmpi.so.40 => {PREFIX}/lib/" in res.stdout, res.stdout
+    assert f"{LIBMPI} => {PREFIX}/lib/" in res.stdout, res.stdout
 
 
 def test_self_test_passes_and_names_what_needs_a_gpu(gpu_image):

@@ -124,7 +124,7 @@ def test_report_from_jsonl_fills_in_every_expected_figure(tmp_path, capsys):
     assert by["parse: nccl-tests log, CLI (slowest size)"]["status"] == "FAIL"
     unmeasured = [f for f in data["figures"] if f["measured"] is None]
     assert len(unmeasured) == len(report.EXPECTED) - 2 and all(f["status"] == "not run" for f in unmeasured)
-    assert by["image: size / a minimal image"]["note"] == "no benchmark measures this yet"
+    assert by["image: size / a minimal image"]["note"] == "not run"  # its step (image_size.py) did not run
     assert {"cpu", "cores", "memory_gib", "kernel", "date", "git_sha"} <= set(data["machine"])
     printed = capsys.readouterr().out
     assert "2 PASS, 1 FAIL" in printed and f"written: {out}" in printed

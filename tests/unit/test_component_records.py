@@ -77,6 +77,8 @@ def test_condition_terms_all_hold_and_alternatives_any(terms, traits, holds):
     ({"debian_final_packages": ["mpich"]},
      r"^components\.toml, component x, debian_final_packages: no `debian_when` says when to install them$"),
     ({"builder_package": ["libnuma-dev"]}, r"^components\.toml, component x: unknown key 'builder_package'; valid: "),
+    ({"gpu_kernels": "yes"}, r"^components\.toml, component x, gpu_kernels: expected true or false"),
+    ({"gpu_kernels": True, "install": "", "when": []}, r"^components\.toml, component x, gpu_kernels: .*only beside `install`$"),
 ])
 def test_a_bad_record_is_refused_naming_the_component_and_field(change, message):
     with pytest.raises(UsageError, match=message):

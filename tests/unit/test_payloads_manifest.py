@@ -277,3 +277,25 @@ def test_only_the_pins_an_image_downloads_reach_its_build():
     ngc = source_pins(make_spec("pytorch-ngc", mpi="ompi", ofi="1", payloads="nccl-tests", sha="abc"))
     assert sorted({k.rsplit("_", 1)[0] for k in ngc}) == [
         "AWS_OFI_NCCL", "LIBFABRIC", "NCCL_TESTS", "OPENMPI", "PMIX"]
+
+
+@pytest.mark.parametrize("value, ok", [("false", True), ("true", True), ('"no"', False), ("0", False)])
+def test_install_compilers_is_a_boolean(tmp_path, monkeypatch, value, ok):
+    root = tmp_path / "payloads"
+    (root / "p").mkdir(parents=True)
+    (root / "p" / "install.sh").write_text("#!/bin/bash\n")
+    (root / "p" / "payload.toml").write_text(f'description = "p"\nflavors = ["*"]\n[install."*"]\n'
+                                             f'build = "install.sh"\ncompilers = {value}\n')
+    monkeypatch.setattr(payloads, "payloads_root", lambda: root)
+    if ok:
+        assert load_payload("p").install_steps("cpu").compilers is (value == "true")
+    else:
+        with pytest.raises(UsageError, match=r"install\.\*\.compilers must be true or false"):
+            load_payload("p")
+
+
+def test_pip_only_hooks_say_they_need_no_compilers():
+    """hf-clm and megatron-gpt only pip-install wheels; osu compiles."""
+    assert not load_payload("hf-clm").install_steps("cpu").compilers
+    assert not load_payload("megatron-gpt").install_steps("cpu").compilers
+    assert load_payload("osu").install_steps("cpu").compilers

@@ -7,6 +7,7 @@ from test_plan_helpers import CRAY, SHIM_PATH, FakeHost, check_golden
 
 from hpcai.errors import UsageError
 from hpcai.run.plan import LaunchOptions, plan_launch
+from hpcai.run.runtimes.docker import SECCOMP_PROFILE
 
 SHIM = ["/bin/sh", SHIM_PATH]
 PASS = ["--pass", "SLURM_*", "--pass", "SLURMD_NODENAME", "--pass", "SLINGSHOT_*", "--pass", "PMI*",
@@ -18,7 +19,8 @@ SLINGSHOT_ENV = ["APPTAINERENV_NCCL_SOCKET_IFNAME=hsn", "APPTAINERENV_NCCL_NET_G
                  "APPTAINERENV_FI_CXI_DEFAULT_TX_SIZE=2048", "APPTAINERENV_FI_CXI_RX_MATCH_MODE=hybrid",
                  "APPTAINERENV_FI_CXI_RDZV_EAGER_SIZE=0", "APPTAINERENV_FI_CXI_RDZV_THRESHOLD=0",
                  "APPTAINERENV_FI_CXI_RDZV_GET_MIN=0", "APPTAINERENV_FI_HMEM_CUDA_USE_GDRCOPY=1",
-                 "APPTAINERENV_MPICH_GPU_SUPPORT_ENABLED=0", "APPTAINERENV_TORCH_NCCL_ASYNC_ERROR_HANDLING=1"]
+                 "APPTAINERENV_MPICH_GPU_SUPPORT_ENABLED=0", "APPTAINERENV_TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+                 "APPTAINERENV_NCCL_PROTO=^LL128"]  # entrypoints/hooks.d/slingshot-env.sh
 
 
 def runtime_part(argv):
@@ -138,8 +140,8 @@ def test_srun_docker_names_containers_per_rank_through_the_shim(tmp_path):
     i = plan.argv.index(SHIM_PATH)
     assert plan.argv[i + 1:i + 5] == ["--kind", "docker", "--name", "hpcai-{jobid}-run-{rank}"]
     assert runtime_part(plan.argv) == [
-        "docker", "run", "--rm", "--init", "--network", "host", "--ipc", "host",
-        "--label", "hpcai.run=run", "-e", "A=1", "img:1", "/opt/hpcai/bin/hpcai-bench", "nccl-tests"]
+        "docker", "run", "--rm", "--network", "host", "--ipc", "host", "--pid", "host",
+        "--security-opt", f"seccomp={SECCOMP_PROFILE}", "--label", "hpcai.run=run", "-e", "A=1", "img:1", "/opt/hpcai/bin/hpcai-bench", "nccl-tests"]
 
 
 def test_per_gpu_copies(tmp_path):
@@ -170,7 +172,8 @@ def test_local_backend_rank_commands(tmp_path):
     plan = plan_launch(opts(tmp_path, site="local", ntasks_per_node=2, image="img:1",
                             cmd=("hostname",), no_entrypoint=True), host=FakeHost(), check=False)
     assert plan.rank_argvs[1] == [
-        "docker", "run", "--rm", "--init", "--network", "host", "--ipc", "host", "--name=hpcai-run-1",
+        "docker", "run", "--rm", "--network", "host", "--ipc", "host", "--pid", "host",
+        "--security-opt", f"seccomp={SECCOMP_PROFILE}", "--name=hpcai-run-1",
         "--label", "hpcai.run=run", "-e", "RANK=1", "-e", "LOCAL_RANK=1", "-e", "WORLD_SIZE=2",
         "-e", "LOCAL_WORLD_SIZE=2", "-e", "NODE_RANK=0", "-e", "MASTER_ADDR=127.0.0.1",
         "-e", "MASTER_PORT=29555", "--entrypoint", "hostname", "img:1"]
@@ -214,8 +217,8 @@ def test_a_user_bind_replaces_the_site_bind_to_the_same_destination(tmp_path):
 
 
 @pytest.mark.parametrize("kw, message", [
-    ({"site": "nope"}, "unknown site 'nope'; valid: cray-ex-amd, cray-ex-nvidia, generic-ib, generic-slurm, jsc-ib, local"),
-    ({"runtime": "rkt"}, "unknown runtime 'rkt'; valid: apptainer, charliecloud, docker, podman, singularity"),
+    ({"site": "nope"}, "unknown site 'nope'; valid: cray-ex-amd, cray-ex-nvidia, cscs-alps, generic-ib, generic-slurm, jsc-ib, local"),
+    ({"runtime": "rkt"}, "unknown runtime 'rkt'; valid: apptainer, ce, charliecloud, docker, enroot, podman, podman-hpc, pyxis, sarus, singularity"),
     ({"backend": "flux"}, "unknown backend 'flux'; valid: local, mpiexec, srun"),
     ({"mpi": "pmi9"}, "unknown mpi type 'pmi9'; valid: cray_shasta, none, pmi2, pmix, pspmix"),
     ({"payload": "nosuch"}, "unknown payload 'nosuch'; valid: "),

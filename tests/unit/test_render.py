@@ -270,5 +270,29 @@ def test_system_packages_step_passes_the_records_packages(rendered):
     assert ("RUN /opt/hpcai-build/install/system-packages.sh final "
             "libnuma1 libevent-core-2.1-7 libevent-pthreads-2.1-7 libhwloc15 openssh-client\n") in docker
     cpu = rendered[("tensorflow-cpu", "mpich", "0", "0", False)][1]
-    assert "cd / && /opt/hpcai-build/install/system-packages.sh builder libmpich-dev mpich\n" in cpu
     assert "cd / && /opt/hpcai-build/install/system-packages.sh final mpich libmpich12\n" in cpu
+    osu = render(make_spec("tensorflow-cpu", mpi="mpich", ofi="0", payloads="osu", sha="0123456789ab"), "apptainer")
+    assert "cd / && /opt/hpcai-build/install/system-packages.sh builder libmpich-dev mpich\n" in osu
+
+
+@pytest.mark.parametrize("payloads, toolchain", [
+    ("", False),                      # defaults: hf-clm, megatron-gpt pip-install wheels (compilers = false)
+    ("hf-clm,megatron-gpt", False),
+    ("none", False),
+    ("sanity,osu", True),             # osu compiles (no `compilers = false`)
+])
+def test_builder_gets_compilers_only_when_something_compiles(payloads, toolchain):
+    """A builder that compiles nothing installs python3-venv, not the toolchain and the stack's
+    headers (a cold pytorch-cpu build ~25 s faster, benchmarks/cold_build.py); both formats alike."""
+    spec = make_spec("pytorch-cpu", payloads=payloads or None, sha="0123456789ab")
+    docker, apptainer = render(spec, "docker"), render(spec, "apptainer")
+    builder = "system-packages.sh builder libfabric-dev libopenmpi-dev openmpi-bin\n"
+    python = "system-packages.sh python\n"
+    for text in (docker, apptainer):
+        assert (builder in text) is toolchain and (python in text) is not toolchain
+    assert ("# Step: system packages (builder, no compilers)" in docker) is not toolchain
+
+
+def test_a_stack_component_built_from_source_always_gets_compilers():
+    spec = make_spec("pytorch-cpu", horovod="1", payloads="none", sha="0123456789ab")  # Horovod compiles
+    assert "RUN /opt/hpcai-build/install/system-packages.sh builder " in render(spec, "docker")

@@ -6,6 +6,7 @@ import pytest
 
 from hpcai.errors import UsageError
 from hpcai.run.runtimes import ContainerSpec, get_runtime
+from hpcai.run.runtimes.docker import SECCOMP_PROFILE
 
 HOSTILE = ["a b", "it's", 'say "hi"', "x; rm -rf /", "$(id)", "`id`", "line1\nline2", "--", "*"]
 
@@ -53,7 +54,8 @@ def test_charliecloud_image_env_only_when_the_image_has_one():
 def test_docker_and_podman():
     s = spec(image="img:1", name="hpcai-r-0", labels=(("hpcai.run", "r"),), secret_names=("HF_TOKEN",))
     assert get_runtime("docker").argv(s) == [
-        "docker", "run", "--rm", "--init", "--network", "host", "--ipc", "host", "--name=hpcai-r-0",
+        "docker", "run", "--rm", "--network", "host", "--ipc", "host", "--pid", "host",
+        "--security-opt", f"seccomp={SECCOMP_PROFILE}", "--name=hpcai-r-0",
         "--label", "hpcai.run=r", "--gpus", "all", "-v", "/a:/a", "-v", "/opt/cray/lf:/host/lib",
         "-e", "NCCL_SOCKET_IFNAME=hsn0,hsn1", "-e", "Q=$(id)", "-e", "HF_TOKEN",
         "img:1", "/opt/hpcai/bin/hpcai-bench", "osu", "size=1M"]
@@ -75,5 +77,6 @@ def test_hostile_arguments_stay_single_tokens(name):
 
 
 def test_unknown_runtime_lists_choices():
-    with pytest.raises(UsageError, match="valid: apptainer, charliecloud, docker, podman, singularity"):
-        get_runtime("enroot")
+    with pytest.raises(UsageError, match="unknown runtime 'rkt'; valid: apptainer, ") as err:
+        get_runtime("rkt")
+    assert all(name in str(err.value) for name in ("charliecloud", "docker", "podman", "singularity"))

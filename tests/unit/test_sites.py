@@ -8,7 +8,7 @@ from test_plan_helpers import FakeHost
 from hpcai.run import site
 from hpcai.errors import UsageError
 
-ALL = ["cray-ex-amd", "cray-ex-nvidia", "generic-ib", "generic-slurm", "jsc-ib", "local"]
+ALL = ["cray-ex-amd", "cray-ex-nvidia", "cscs-alps", "generic-ib", "generic-slurm", "jsc-ib", "local"]
 
 
 def test_every_packaged_site_validates():

@@ -248,6 +248,17 @@ def test_cuda_arch_list_reaches_the_first_payload_build_hook_only():
     assert "HPCAI_CUDA_ARCHS" not in render(default) and default.tag != spec.tag
 
 
+def test_cuda_arch_list_reaches_mpich_first_when_it_compiles_gpu_kernels():
+    from hpcai.image.render import render
+
+    spec = make_spec("pytorch-ngc", mpi="mpich", cuda_archs="90", payloads="nccl-tests", sha="abc")
+    text = render(spec)
+    # yaksa (MPICH's GPU pack engine) compiles kernels: the list is set once, at MPICH's step,
+    # after libfabric (whose layers stay cached when the list changes)
+    assert text.count('HPCAI_CUDA_ARCHS="90"') == 1
+    assert text.index("# Step: mpich") < text.index("HPCAI_CUDA_ARCHS") < text.index("# Step: aws-ofi-nccl")
+
+
 @pytest.mark.parametrize("value, flavor, message", [
     ("sm_90", "pytorch-ngc", r"^--cuda-arch \(CUDA_ARCHS\) value 'sm_90': expected a compute capability"),
     ("90;id", "pytorch-ngc", r"^--cuda-arch \(CUDA_ARCHS\) value '90;id': expected"),

@@ -2,13 +2,13 @@
 
 `--dry-run` prints the exact command(s) on stdout, shell-quoted with secrets redacted (one line
 per rank for the local backend), and the resolved site on stderr; `--json` prints the plan as JSON
-on stdout; neither starts anything. Not even typer is imported at the top: `hpcai launch` is
-parsed by `fast_launch` (argparse), typer only serves --help and unusual input.
+on stdout; neither starts anything. One definition of the command line: typer's, made from the
+option table in run/options.py.
 """
 
 from __future__ import annotations
 
-from hpcai.run.options import LAUNCH, SUBMIT, argparse_parser, command, plan_fields
+from hpcai.run.options import LAUNCH, SUBMIT, command, plan_fields
 from hpcai.output import emit, emit_json, say
 
 TYPE_CHECKING = False  # imports stay lazy: `hpcai launch` starts its image check before the rest
@@ -54,11 +54,13 @@ def _options(words: list[str], cmd: bool, before: list[str] | None = None,
 def launch_cmd(words: list[str] | None, cmd: bool, repeat: int, dry_run: bool, as_json: bool,
                **plan: object) -> None:
     """Run a payload (or a raw command) in a container on every rank, and record the run."""
+    if not (dry_run or as_json):
+        _prefetch(plan.get("runtime"), plan.get("image"))
     from hpcai.run.plan import check_repeat, plan_launch
 
     opts = _options(list(words or []), cmd, **plan_fields(plan))
     check_repeat(repeat)
-    if dry_run or as_json:  # normally handled by fast_launch before typer parses anything
+    if dry_run or as_json:
         _preview(plan_launch(opts, check=False), as_json)
         return
     from hpcai.run.launch import run_repeated
@@ -97,7 +99,7 @@ def register(app: typer.Typer) -> None:
     """Add `launch` and `submit` to the top-level app, their options from hpcai/options.py."""
     from typing import Optional
 
-    import typer  # here, not at the top: `hpcai launch` is parsed without typer (fast_launch)
+    import typer  # here, not at the top: only when the app is assembled
 
     words = ("words", typer.Argument(None, metavar="PAYLOAD [VAR=VALUE…] | --cmd -- CMD…",
                                      help="Payload name and var=value overrides, or with --cmd the raw command."),
@@ -117,54 +119,14 @@ def _describe(plan) -> None:
         say(f"# warning: {w}")
 
 
-# ---- fast preview ---------------------------------------------------------------------------
-# typer 0.29 builds a pydantic TypeAdapter per parameter: `hpcai launch` through typer takes
-# 0.24 s here against 0.08 s through argparse, which on an 8-rank job is more than the launcher's
-# whole overhead budget (docs/development.md). So `hpcai launch` is parsed by argparse from the
-# same table as typer's command (cli/options.py); typer serves --help and anything unusual.
-
-class _Unsupported(Exception):
-    """Anything argparse cannot take exactly like click: let typer handle it."""
-
-
-def _unsupported(message: str) -> None:
-    raise _Unsupported(message)
-
-
-def fast_launch(argv: list[str]) -> int | None:
-    """Handle `hpcai launch …` without typer; None when typer should do it (--help, odd input)."""
-    if argv[:1] != ["launch"] or "--help" in argv[:argv.index("--") if "--" in argv else len(argv)]:
-        return None
-    args = args_all = argv[1:]
-    words_after: list[str] = []
-    if "--" in args:  # like click: everything after `--` is positional
-        i = args.index("--")
-        args, words_after = args[:i], args[i + 1:]
-    try:
-        ns = argparse_parser(LAUNCH, _unsupported).parse_intermixed_args(args)
-    except _Unsupported:
-        return None
-    if not ns.image or (ns.dry_run and ns.as_json):
-        return None
+def _prefetch(runtime: object, image: object) -> None:
+    """Ask the container engine about the image now: it answers while hpcai imports and plans."""
     from hpcai.run.runtimes import RUNTIMES, get_runtime
 
-    if ns.runtime in RUNTIMES and get_runtime(ns.runtime).engine and not (ns.dry_run or ns.as_json):
+    if isinstance(runtime, str) and runtime in RUNTIMES and image and get_runtime(runtime).engine:
         from hpcai.image.engine import prefetch
 
-        prefetch(ns.runtime, ns.image)  # the engine answers while hpcai imports and plans
-    from hpcai.run.plan import check_repeat, plan_launch
-
-    opts = _options([*ns.words, *words_after], ns.cmd, ns.words if "--" in args_all else [],
-                    **plan_fields(vars(ns)))
-    repeat = 1 if ns.repeat is None else ns.repeat
-    check_repeat(repeat)
-    if ns.dry_run or ns.as_json:
-        _preview(plan_launch(opts, check=False), ns.as_json)
-        return 0
-    from hpcai.run.launch import run_repeated
-
-    run_repeated(opts, repeat, echo=True)
-    return 0
+        prefetch(runtime, str(image))
 
 
 def _preview(plan, as_json: bool) -> None:

@@ -1,10 +1,10 @@
 """Assemble the CLI and turn errors into one line and an exit code.
 
 Every command module exposes `register(app)`. Modules import only typer at the top so that
-`hpcai launch --dry-run` stays fast; heavy libraries (docker, jinja2, matplotlib) are imported
-inside the commands that need them. `hpcai launch` itself is parsed before typer is even imported
-(typer + its pydantic layer cost more than the 0.5 s dry-run budget; see cli/launch.py), so the
-typer app is built on first use: `hpcai.cli.main.app` still works as an attribute.
+`hpcai launch` stays fast; heavy libraries (docker, jinja2, matplotlib) are imported inside the
+commands that need them. One command line definition, typer's: the app is built on first use
+(`hpcai.cli.main.app` still works as an attribute), and `plain_values` keeps typer 0.29 from
+importing pydantic for the plain option types every launch has (see its docstring).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def _build_app() -> Any:
     import typer
 
     from hpcai import __version__
-    from hpcai.cli import build, doctor, launch, payloads, results, sites, sweep
+    from hpcai.cli import build, doctor, edf, launch, payloads, results, sites, sqsh, sweep
 
     app = typer.Typer(
         name="hpcai",
@@ -49,7 +49,7 @@ def _build_app() -> Any:
     ) -> None:
         """hpcai: images (build, render, sif), launching (launch, submit, sweep), results."""
 
-    for module in (build, launch, sweep, payloads, results, sites, doctor):
+    for module in (build, sqsh, edf, launch, sweep, payloads, results, sites, doctor):
         module.register(app)
     return app
 
@@ -61,6 +61,79 @@ def __getattr__(name: str) -> Any:
             _APP = _build_app()
         return _APP
     raise AttributeError(name)
+
+
+def _only(app: Any, name: str | None) -> Any:
+    """The app with only the command or group NAME when it has one (else the whole app): typer
+    makes every command's parameters when it builds the click group, ~8 ms of each launch for
+    commands it will not run. Help and errors for an unknown name still see every command."""
+    import copy
+
+    commands = [c for c in app.registered_commands if c.name == name]
+    groups = [g for g in app.registered_groups if g.name == name]
+    if not (commands or groups):
+        return app
+    small = copy.copy(app)
+    small.registered_commands, small.registered_groups = commands, groups
+    return small
+
+
+def plain_values(command: Any) -> None:
+    """Give each str, int, float and list[str] parameter of COMMAND (a click command or group, and
+    its subcommands) a plain Python conversion in typer's own runtime-parameter shape.
+
+    typer 0.29 converts every parameter value through a pydantic TypeAdapter it builds on first
+    use (typer.core.TyperParameter.get_runtime_param); there is no setting to turn that off, and
+    `typer._adapters` imports pydantic at its top, ~70 ms of each `hpcai launch` (8 % of an 8-rank
+    job's wall time, docs/development.md). Richer types (paths, bounds, choices, parsers) keep
+    typer's own conversion, so pydantic is imported only by the commands that have them. Where
+    typer has no such internals (another version), nothing changes: typer converts as it always
+    does. Error messages are pydantic's words, so the output does not depend on the path taken.
+    """
+    try:
+        from typer._click.core import Context
+        from typer._coercion import RuntimeParam
+        from typer._click.exceptions import BadParameter
+    except ImportError:  # pragma: no cover - another typer: its own conversion applies
+        return
+    from dataclasses import dataclass
+
+    words = {int: "a valid integer, unable to parse string as an integer",
+             float: "a valid number, unable to parse string as a number",
+             bool: "a valid boolean, unable to interpret input"}
+    truth = {**dict.fromkeys(("1", "true", "t", "yes", "y", "on"), True),
+             **dict.fromkeys(("", "0", "false", "f", "no", "n", "off"), False)}  # pydantic's, and typer's ""
+
+    def to_bool(value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        return truth[str(value).strip().lower()]  # KeyError: not a boolean
+
+    @dataclass(frozen=True)
+    class Plain(RuntimeParam):
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            kind = self.annotation
+            if isinstance(value, (list, tuple)):  # list[str]: several values
+                return [str(v) for v in value]
+            try:
+                return to_bool(value) if kind is bool else kind(value) if kind in words else str(value)
+            except (ValueError, KeyError):
+                raise BadParameter(f"Input should be {words[kind]}", ctx=ctx, param=param) from None
+
+    plain = (str, int, float, bool, list[str])
+    for cmd in [command, *getattr(command, "commands", {}).values()]:
+        if cmd is not command and hasattr(cmd, "commands"):
+            plain_values(cmd)
+            continue
+        # --help too: click makes it on first use (and keeps it), and converts its value as well
+        for param in [*getattr(cmd, "params", ()), cmd.get_help_option(Context(cmd))]:
+            desc = getattr(param, "type_descriptor", None)
+            if desc is None or getattr(param, "_runtime_param", 0) is not None or desc.annotation not in plain:
+                continue
+            info = desc.parameter_info
+            if info.parser is not None or info.min is not None or info.max is not None or desc.file_annotation:
+                continue
+            param._runtime_param = Plain(parameter_info=info, annotation=desc.annotation)
 
 
 def _fail(message: str, code: int, fast_exit: bool = False) -> None:
@@ -110,24 +183,13 @@ def main() -> None:
 def run(argv: list[str] | None = None, fast_exit: bool = False) -> None:
     """The CLI: no tracebacks for user errors, exit 2 for bad input.
 
-    fast_exit: after `hpcai launch`, leave with os._exit once stdout/stderr are flushed. The
-    interpreter's teardown (finalising every imported module) costs 5-10 ms of each launch, and
-    by then every record file is written and closed. Tests calling run() in-process leave it off.
+    fast_exit: leave with os._exit once stdout/stderr are flushed. The interpreter's teardown
+    (finalising every imported module) costs 5-10 ms of each launch, and by then every record
+    file is written and closed. Tests calling run() in-process leave it off.
     """
     from hpcai.cli import launch
 
     args = sys.argv[1:] if argv is None else list(argv)
-    try:  # `launch` must start fast: parsed without typer (see cli/launch.py)
-        fast = launch.fast_launch(args)
-    except HpcaiError as exc:
-        _fail(str(exc), exc.exit_code, fast_exit)
-    except KeyboardInterrupt:
-        _interrupted(fast_exit)
-    except OSError as exc:
-        _fail(_os_error(exc), 1, fast_exit)
-    if fast is not None:
-        _exit(fast, fast_exit)
-
     import typer
 
     try:  # typer >= 0.26 vendors click
@@ -139,23 +201,24 @@ def run(argv: list[str] | None = None, fast_exit: bool = False) -> None:
     aborts = tuple({typer.Abort, getattr(click_exc, "Abort", typer.Abort)})
 
     launch.RAW_ARGS = args
-    command = typer.main.get_command(__getattr__("app"))
+    command = typer.main.get_command(_only(__getattr__("app"), args[0] if args else None))
+    plain_values(command)
     try:
-        rv = command.main(args=argv, prog_name="hpcai", standalone_mode=False)
+        rv = command.main(args=args, prog_name="hpcai", standalone_mode=False)
     except exits as exc:
-        sys.exit(exc.exit_code)
+        _exit(exc.exit_code, fast_exit)
     except aborts:
-        _interrupted()
+        _interrupted(fast_exit)
     except click_exc.ClickException as exc:  # usage errors: unknown option, bad value, missing arg
-        _fail(exc.format_message().replace("\n", " "), 2)
+        _fail(exc.format_message().replace("\n", " "), 2, fast_exit)
     except HpcaiError as exc:
-        _fail(str(exc), exc.exit_code)
+        _fail(str(exc), exc.exit_code, fast_exit)
     except KeyboardInterrupt:
-        _interrupted()
+        _interrupted(fast_exit)
     except OSError as exc:
-        _fail(_os_error(exc), 1)
+        _fail(_os_error(exc), 1, fast_exit)
     try:
         sys.stdout.flush()
     except OSError as exc:  # stdout on a full device or a closed pipe
-        _fail(_os_error(exc), 1)
-    sys.exit(rv if isinstance(rv, int) else 0)
+        _fail(_os_error(exc), 1, fast_exit)
+    _exit(rv if isinstance(rv, int) else 0, fast_exit)

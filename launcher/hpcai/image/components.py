@@ -64,7 +64,7 @@ PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+")  # a Debian package name
 SCRIPT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.sh")  # a file directly under dockerfiles/install/
 RECORD_KEYS = ("version", "url", "url_template", "sha256", "source", "alternates", "install", "when",
                "builder_packages", "final_packages", "debian_when", "debian_builder_packages",
-               "debian_final_packages")
+               "debian_final_packages", "gpu_kernels")
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,7 @@ class Component:
     packages: Packages = field(default_factory=Packages)  # what building it needs
     debian_when: Condition = field(default_factory=Condition)  # when a spec takes it from Debian instead
     debian_packages: Packages = field(default_factory=Packages)  # those Debian packages
+    gpu_kernels: bool = False  # compiles GPU kernels: its step gets --cuda-arch (HPCAI_CUDA_ARCHS)
 
     @property
     def known(self) -> dict[str, Source]:
@@ -159,9 +160,12 @@ def parse_record(name: str, c: dict) -> Component:
     debian_when = _condition(f"{where}, debian_when", c.get("debian_when", []))
     packages = _packages(where, c, "", when)
     debian_packages = _packages(where, c, "debian_", debian_when)
+    gpu_kernels = c.get("gpu_kernels", False)
+    if not isinstance(gpu_kernels, bool) or (gpu_kernels and not install):
+        raise UsageError(f"{where}, gpu_kernels: expected true or false, and true only beside `install`")
     # url_template: for versions not listed (when `url` is one concrete file, as for horovod).
     return Component(name, c.get("url_template", c["url"]), default, alts, c.get("source", ""),
-                     install, when, packages, debian_when, debian_packages)
+                     install, when, packages, debian_when, debian_packages, gpu_kernels)
 
 
 def _install_script(where: str, c: dict) -> str:

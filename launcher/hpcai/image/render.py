@@ -71,6 +71,7 @@ class PayloadHooks:
     runtime: str | None
     files: tuple[str, ...]  # files of the payload folder the hooks may read (copied to the context)
     downloads: tuple[str, ...] = ()  # components its build hook fetches (the manifest's `downloads`)
+    compilers: bool = True  # its build hook needs a C toolchain (the manifest's install.*.compilers)
 
 
 def payload_hooks(spec: ImageSpec) -> list[PayloadHooks]:
@@ -95,7 +96,8 @@ def payload_hooks(spec: ImageSpec) -> list[PayloadHooks]:
         for extra in (*manifest.dir.glob("requirements*.txt"), *manifest.dir.glob("install/**/*")):
             if extra.is_file():
                 files.add(str(extra.relative_to(manifest.dir)))
-        hooks.append(PayloadHooks(name, steps.build, steps.runtime, tuple(sorted(files)), manifest.downloads))
+        hooks.append(PayloadHooks(name, steps.build, steps.runtime, tuple(sorted(files)), manifest.downloads,
+                                  steps.compilers))
     return hooks
 
 
@@ -104,11 +106,20 @@ def builder_steps(spec: ImageSpec, hooks: list[PayloadHooks]) -> list[Step]:
     stack component is its record's install script with its own pins; a payload's build hook gets
     the pins of the downloads no earlier step was given."""
     records, stack = components.manifest(), spec.stack()
-    steps = [system_packages_step(spec, "builder"), Step("python venv and framework", "python-venv.sh")]
-    steps += [Step(name, records[name].install, pins=pins(spec, [name])) for name in stack]
-    pinned = set(stack)  # an ENV (a %post export) stays set for the later steps
-    # The GPU architectures (--cuda-arch) only payloads compile for: set before the first hook.
+    # A builder that compiles nothing (Debian's MPI, payload hooks that only pip-install wheels)
+    # gets python3-venv, not the toolchain and headers: ~150 fewer packages on a cold build.
+    compiles = bool(stack) or any(h.build and h.compilers for h in hooks)
+    steps = [system_packages_step(spec, "builder" if compiles else "python"),
+             Step("python venv and framework", "python-venv.sh")]
+    # The GPU architectures (--cuda-arch): set before the first step that compiles GPU kernels (a
+    # component marked gpu_kernels, e.g. MPICH's yaksa, or a payload hook), so that changing them
+    # rebuilds from there on and the steps before stay cached.
     archs = (("HPCAI_CUDA_ARCHS", ",".join(spec.cuda_archs)),) if spec.cuda_archs else ()
+    for name in stack:
+        own = archs if records[name].gpu_kernels else ()
+        archs = () if own else archs
+        steps.append(Step(name, records[name].install, pins=own + pins(spec, [name])))
+    pinned = set(stack)  # an ENV (a %post export) stays set for the later steps
     for h in hooks:
         if h.build:
             fetched = [n for n in h.downloads if n not in pinned]
@@ -121,9 +132,12 @@ def builder_steps(spec: ImageSpec, hooks: list[PayloadHooks]) -> list[Step]:
 
 def system_packages_step(spec: ImageSpec, stage: str) -> Step:
     """system-packages.sh STAGE PKG…: the stack's packages for the stage, read from the component
-    records (the script adds the toolchain, or the runtime's few, every image needs)."""
-    title = "system packages (builder)" if stage == "builder" else "system packages (runtime)"
-    return Step(title, "system-packages.sh", (stage, *components.system_packages(stage, spec.traits())))
+    records (the script adds the toolchain, or the runtime's few, every image needs). Stage
+    "python" is a builder that compiles nothing: python3-venv only, no stack headers."""
+    titles = {"builder": "system packages (builder)", "python": "system packages (builder, no compilers)",
+              "final": "system packages (runtime)"}
+    stack = components.system_packages(stage, spec.traits()) if stage != "python" else ()
+    return Step(titles[stage], "system-packages.sh", (stage, *stack))
 
 
 def pins(spec: ImageSpec, names: Sequence[str]) -> tuple[tuple[str, str], ...]:

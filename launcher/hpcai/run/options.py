@@ -2,11 +2,11 @@
 
 `hpcai launch`, `submit` and `sweep` take the options of a launch plan; `PLAN` lists them, each
 with its flags, kind, default, environment variable, help and the `LaunchOptions` field it sets.
-From this one table come: the typer parameters of the three commands (`command`), the argparse
-parser of `hpcai launch`'s fast path (`argparse_parser`), the `LaunchOptions` of what was typed
-(`plan_fields`), and the `hpcai launch` arguments a batch script runs again (`options_argv`).
+From this one table come: the typer parameters of the three commands (`command`), the
+`LaunchOptions` of what was typed (`plan_fields`), and the `hpcai launch` arguments a batch script
+runs again (`options_argv`).
 
-No typer at import: `hpcai launch` is parsed by the fast path without it (see cli/launch.py).
+No typer at import: a batch script's line and the plan need the table, not the CLI.
 """
 
 from __future__ import annotations
@@ -61,6 +61,9 @@ PLAN: tuple[Opt, ...] = (  # in the order a batch script's `hpcai launch` line g
     Opt("per_gpu", ("--per-gpu",), "flag", "Independent single-GPU copies, CPUs split evenly."),
     Opt("energy", ("--energy",), "flag", "Measure power per node (jpwr) into the record."),
     Opt("no_entrypoint", ("--no-entrypoint",), "flag", "The image has no hpcai-entrypoint: run the command bare."),
+    Opt("host_mpi", ("--host-mpi/--no-host-mpi",), "switch", "Swap the site's host MPI (mpi_swap, e.g. Cray "
+                                                            "MPICH) into an MPICH image (default: for images "
+                                                            "labelled MPICH, where the site has one)."),
 )
 CMD = Opt("cmd", ("--cmd",), "flag", "Run the raw command given after `--` instead of a payload.")
 REPEAT = Opt("repeat", ("--repeat",), "int", "Run it N times, one record each (under --output-dir when given).",
@@ -87,7 +90,7 @@ SWEEP = (Opt("nodes", ("--nodes", "-N"), help="Node counts, e.g. 1,2,4,8.", requ
 
 
 def plan_fields(values: dict[str, Any], table: Sequence[Opt] = PLAN) -> dict[str, Any]:
-    """LaunchOptions keyword arguments from parsed values (typer's or argparse's): lists become
+    """LaunchOptions keyword arguments from parsed values (typer's): lists become
     tuples, an option not given keeps the field's default."""
     out: dict[str, Any] = {}
     plan = {o.name for o in PLAN}
@@ -120,7 +123,7 @@ def _typer_default(opt: Opt) -> Any:
 def command(body: Callable[..., Any], table: Sequence[Opt], argument: tuple[str, Any, Any]) -> Callable[..., Any]:
     """A function typer reads as a command: the positional ARGUMENT `(name, typer.Argument(…),
     type)` and TABLE's options; it calls BODY with every value by name. Its help is BODY's."""
-    import inspect  # here: the fast path of `hpcai launch` needs neither inspect nor typing
+    import inspect  # here: the plan and batch scripts need the table, neither inspect nor typing
     from typing import Optional
 
     annotations = {"str": Optional[str], "int": Optional[int], "float": Optional[float], "flag": bool,
@@ -141,35 +144,6 @@ def command(body: Callable[..., Any], table: Sequence[Opt], argument: tuple[str,
     return cmd
 
 
-# ---- argparse (hpcai launch's fast path) ----------------------------------------------------
-
-def argparse_parser(table: Sequence[Opt], error: Callable[[str], None]) -> Any:
-    """An argparse parser taking TABLE's options like typer does (envvar defaults included), plus
-    the positional words; `error` is called instead of printing usage."""
-    import argparse
-    import os
-
-    class Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> Any:  # type: ignore[override]
-            error(message)
-
-    # a fixed width: argparse's default formatter imports shutil (and zlib, bz2, lzma) to ask the
-    # terminal, ~3 ms of every launch for help text that typer prints anyway
-    p = Parser(add_help=False, allow_abbrev=False,
-               formatter_class=lambda prog: argparse.HelpFormatter(prog, width=100))
-    types = {"str": str, "int": int, "float": float}
-    for opt in table:
-        default = os.environ.get(opt.envvar) if opt.envvar else None
-        if opt.kind == "flag":
-            p.add_argument(*opt.flags, dest=opt.name, action="store_true")
-        elif opt.kind == "list":
-            p.add_argument(*opt.flags, dest=opt.name, action="append", default=[])
-        else:
-            p.add_argument(*opt.flags, dest=opt.name, type=types[opt.kind], default=default)
-    p.add_argument("words", nargs="*")
-    return p
-
-
 # ---- the arguments that reproduce a plan ----------------------------------------------------
 
 def options_argv(opts: Any) -> list[str]:
@@ -184,6 +158,9 @@ def options_argv(opts: Any) -> list[str]:
         for one in values:
             if opt.kind == "flag":
                 out += [opt.flags[0]] if one else []
+                continue
+            if opt.kind == "switch":  # --x/--no-x: None (not given) writes nothing
+                out += [] if one is None else [opt.flags[0].split("/")[0 if one else 1]]
                 continue
             if one in (None, ""):
                 continue

@@ -19,7 +19,9 @@ from hpcai.run.backends import Backend, Geometry, get_backend
 from hpcai.errors import HpcaiError, UsageError, has_control, one_line, unknown
 from hpcai.run.gpu import choose_gpu
 from hpcai.run.pmi import choose_pmi
-from hpcai.run.runtimes import Runtime
+from hpcai.run.runtimes import Runtime, step
+from hpcai.run.slingshot import profile_env
+from hpcai.run.edf import hooks_on, without_swap
 from hpcai.run.site import (ENV_NAME, MPI_TYPES, Host, SiteProfile, bind_dest, bind_ok, resolve_site, site_binds,
                         split_bind)
 
@@ -57,6 +59,7 @@ class LaunchOptions:
     runs_root: str = "runs"
     energy: bool = False
     no_entrypoint: bool = False
+    host_mpi: bool | None = None          # the site's mpi_swap: None = for MPICH images (run/mpi_swap.py)
 
 
 @dataclass
@@ -82,10 +85,12 @@ class LaunchPlan:
     master_port: int | None = None
     energy: bool = False
     image_labels: dict[str, str] = field(default_factory=dict)
-    secret_env: dict[str, str] = field(default_factory=dict, repr=False)  # process env only
+    secret_env: dict[str, str] = field(default_factory=dict, repr=False)  # process env only (secrets, pyxis values)
     warnings: list[str] = field(default_factory=list)
     profiles: list[str] = field(default_factory=list)  # payload profiles, as given
     payload_values: dict[str, str] = field(default_factory=dict)  # every variable, resolved
+    files: dict[str, str] = field(default_factory=dict)  # name in the run record -> text (ce: its EDF)
+    prepare: list[list[str]] = field(default_factory=list)  # run once before the step (sarus pull)
 
     @property
     def commands(self) -> list[list[str]]:
@@ -381,10 +386,16 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     backend = get_backend(opts.backend or site.backend)
     if check:
         runtime.prefetch(opts.image)  # an engine answers while the binds are worked out
-    container_env = {**site.env, **parse_env(opts.env, env_now)}
+    # the fabric profile's defaults, the site's own values over them, the user's over both
+    container_env = {**profile_env(site.fabric_profile, site.gpu), **site.env, **parse_env(opts.env, env_now)}
     secret_env = secret_items(container_env)  # by name or by value (URL user-info, AccountKey=…)
     container_env = {k: v for k, v in container_env.items() if k not in secret_env}
     binds, warnings = site_binds(site, host)
+    if hooks_on(site, runtime):  # ce: its own hooks bring the host fabric, not hpcai's swap
+        binds, container_env = without_swap(site, binds, container_env, keep=parse_env(opts.env, env_now))
+    if opts.runtime and site.runtimes and opts.runtime not in site.runtimes:
+        warnings.append(f"site {site.name} lists the runtimes {', '.join(site.runtimes)}; "
+                        f"{opts.runtime} may not be installed there")
     warnings += [f"--cmd passes a value after {flag}: it is in the command line, which `ps` shows on every node; "
                  f"pass it in the environment (--env NAME) instead" for flag in secret_flags(opts.cmd)]
     binds, notes = merge_binds(binds, [*parse_binds(opts.binds), *_data_bind(opts.data, check)])
@@ -394,6 +405,8 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     labels = check_image(runtime_name, runtime, opts.image) if check else _labels_if_here(runtime, opts.image)
     image_payloads = [p for p in labels.get("hpcai.payloads", "").split(",") if p] or None
     call = _payload(opts, image_payloads, labels.get("hpcai.family"))
+    binds, container_env, image_mpi, host_pmi = _host_mpi(opts, site, host, labels, binds, container_env, warnings,
+                                                          call.needs_mpi)
     label, command = call.label, call.command
     job_id = env_now.get("SLURM_JOB_ID") if backend.slurm else None
     run_dir = _run_dir(opts, label, job_id)
@@ -401,7 +414,8 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     geom = _geometry(opts, site, backend, env_now, log_dir, call.srun_args)
     _check_mpi_launch(call, backend, geom)
     if backend.slurm:
-        mpi, note = choose_pmi(labels.get("hpcai.mpi", ""), opts.mpi, site, call.needs_mpi)
+        mpi, note = ((host_pmi, "") if host_pmi and opts.mpi is None
+                     else choose_pmi(image_mpi, opts.mpi, site, call.needs_mpi))
         geom = _replace(geom, mpi=mpi)
         warnings += [note] if note else []
     gpu, note = choose_gpu(site.gpu, geom.gpus_per_node, labels)
@@ -415,7 +429,9 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         gpu=gpu, containall=site.containall, cleanenv=site.cleanenv, apptainer_command=site.apptainer_command,
         labels=(("hpcai.run", run_dir.name),) if runtime.engine else (),
         # ch-convert always writes /ch/environment; a hand-made image folder may lack it.
-        image_env=not Path(opts.image).is_dir() or (Path(opts.image) / "ch" / "environment").is_file())
+        image_env=not Path(opts.image).is_dir() or (Path(opts.image) / "ch" / "environment").is_file(),
+        fabric_hooks=hooks_on(site, runtime), mpi=labels.get("hpcai.mpi", ""), run_dir=str(run_dir))
+    _check_plugin(runtime_name, runtime, spec, backend, opts)
     plan = LaunchPlan(site=site.name, site_source=site.source, backend=backend.name, runtime=runtime_name,
                       image=opts.image, payload=label, payload_vars=call.overrides, command=command,
                       profiles=list(opts.profiles), payload_values=call.values,
@@ -423,6 +439,8 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
                       run_dir=str(run_dir), job_id=job_id, energy=opts.energy, warnings=warnings,
                       secret_env=_secret_process_env(secret_env, runtime))
     plan.image_labels = labels
+    if backend.slurm and hasattr(runtime, "prepare"):  # once on this host, before srun starts the ranks
+        plan.prepare = runtime.prepare(opts.image)
     wrap = _energy_wrapper(run_dir) if opts.energy else (lambda argv: argv)
     if opts.energy:
         plan.warnings += _energy_preflight()
@@ -435,6 +453,29 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         # plan again; the next look sees it taken and picks the following name.
         return plan_launch(opts, host, check)
     return plan
+
+
+def _host_mpi(opts: LaunchOptions, site: SiteProfile, host: Host, labels: dict[str, str],
+              binds: list[tuple[str, str]], env: dict[str, str],
+              warnings: list[str], needs_mpi: bool) -> tuple[list[tuple[str, str]], dict[str, str], str, str]:
+    """(binds, container env, the MPI the ranks run, the host MPI's own srun --mpi type or "") with
+    the site's host MPI swapped in when run/mpi_swap.py says so. A user's --bind or --env wins."""
+    from hpcai.run import mpi_swap
+
+    image_mpi = labels.get("hpcai.mpi", "")
+    on, note = mpi_swap.wanted(site, image_mpi, opts.host_mpi)
+    warnings += [note] if note and needs_mpi else []  # a payload of one MPI world: where it matters
+    if not on:
+        return binds, env, image_mpi, ""
+    swap = mpi_swap.plan_swap(site, host, opts.host_mpi)
+    warnings += swap.warnings
+    if not swap.binds:
+        return binds, env, image_mpi, ""
+    taken = {bind_dest(dst) for _, dst in binds}
+    binds = [b for b in swap.binds if bind_dest(b[1]) not in taken] + binds
+    env = {**swap.env, **env}
+    # the ranks run the host's MPICH ABI: its own PMI (Cray MPICH: cray_shasta), else MPICH's rule
+    return binds, env, "mpich", swap.mpi
 
 
 def _plan_local(plan: LaunchPlan, spec: Any, runtime: Any, site: SiteProfile, host: Host,
@@ -482,11 +523,40 @@ def _plan_step(plan: LaunchPlan, spec: Any, runtime: Runtime, backend: Backend, 
                  "HPCAI_MASTER_ADDR_SUFFIX": None if plan.master_addr else site.master_addr_suffix}
         extra = {k: str(v) for k, v in extra.items() if v and k not in container_env}
         spec = _replace(spec, env=tuple({**extra, **container_env}.items()))
-        plan.argv = backend.prefix(g) + wrap(runtime.argv(spec))
+        plan.argv = backend.prefix(g) + _step_options(plan, runtime, spec) + wrap(runtime.argv(spec))
         return plan
-    plan.argv = backend.prefix(g) + wrap(
+    if step(runtime, spec) is not None:
+        # A plugin runtime runs srun's command, the shim included, inside the container: the
+        # shim's folder (it sources the entrypoint beside it) and its exit files' are mounted.
+        shim_dir, log_dir = str(Path(host.shim()[-1]).parent), str(run_dir / record.LOGS)
+        spec = _replace(spec, binds=(*spec.binds, (shim_dir, f"{shim_dir}:ro"), (log_dir, log_dir)))
+    plan.argv = backend.prefix(g) + _step_options(plan, runtime, spec) + wrap(
         _shim(host, runtime, site, plan, run_dir, backend) + ["--"] + runtime.argv(spec))
     return plan
+
+
+def _check_plugin(name: str, runtime: Runtime, spec: Any, backend: Backend, opts: LaunchOptions) -> None:
+    """A plugin runtime (pyxis) exists only as srun options, and runs everything srun starts
+    inside the container, where the host's Python of --energy's wrapper is not."""
+    if step(runtime, spec) is None:
+        return
+    if not backend.slurm:
+        raise UsageError(f"the {name} runtime is a plugin of srun: use --backend srun "
+                         f"(for --backend {backend.name}, --runtime enroot starts the same image)")
+    if opts.energy:
+        raise UsageError(f"--energy wraps each rank in the host's Python, which the {name} container "
+                         "does not have; measure with another runtime")
+
+
+def _step_options(plan: LaunchPlan, runtime: Runtime, spec: Any) -> list[str]:
+    """A plugin runtime's srun options; the values they name go into srun's environment (with
+    the secrets: the process environment, never argv)."""
+    part = step(runtime, spec)
+    if part is None:
+        return []
+    plan.secret_env = {**dict(part.env), **plan.secret_env}
+    plan.files.update(part.files)
+    return list(part.options)
 
 
 def _needs_shim(runtime: Runtime, site: SiteProfile, backend: Backend, opts: LaunchOptions) -> bool:
@@ -523,7 +593,9 @@ def _shim(host: Host, runtime: Runtime, site: SiteProfile, plan: LaunchPlan, run
 
 def _secret_process_env(secrets: dict[str, str], runtime: Runtime) -> dict[str, str]:
     prefix = runtime.env_prefix
-    return {**secrets, **{prefix + k: v for k, v in secrets.items() if prefix}}
+    # launcher_env (optional): settings the runtime's own program reads (enroot: ENROOT_*)
+    return {**getattr(runtime, "launcher_env", {}), **secrets,
+            **{prefix + k: v for k, v in secrets.items() if prefix}}
 
 
 def _replace(spec, **changes):

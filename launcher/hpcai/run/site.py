@@ -25,12 +25,25 @@ from hpcai.run.backends import BACKENDS  # the registries: no implementation is 
 from hpcai.errors import UsageError, has_control, unknown
 from hpcai.resources import package_file
 from hpcai.run.runtimes import RUNTIMES
+from hpcai.run.slingshot import PROFILES
 
 MPI_TYPES = ("pmi2", "pmix", "cray_shasta", "pspmix", "none")
 GPU_KINDS = ("nvidia", "amd", "none")
 # Forwarded into the container at run time even with a clean environment (values differ per rank).
 DEFAULT_PASS_ENV = ("SLURM_*", "SLURMD_NODENAME", "SLINGSHOT_*", "PMI*", "PALS_*", "OMPI_*", "HPCAI_*",
                     "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+
+
+@dataclass(frozen=True)
+class MpiSwap:
+    """`mpi_swap = { lib = …, deps = […] }`: the host's MPICH-ABI MPI (Cray MPICH) swapped into
+    MPICH images by the entrypoint's 15-host-mpi hook; Open MPI images cannot take it."""
+
+    lib: str                        # glob of the host folder holding libmpi.so.12; the newest match is bound
+    deps: tuple[str, ...] = ()      # globs of the files it loads (GTL, PMI, PALS, libfabric): newest per name
+    mpi: str = ""                   # the srun --mpi type the host MPI needs (Cray: cray_shasta); "" keeps
+                                    # the image MPI's own choice (MPICH: pmi2)
+    dest: str = "/host/mpi"         # in the container: DEST/lib, and DEST/depN for the deps' folders
 
 
 @dataclass(frozen=True)
@@ -42,7 +55,8 @@ class SiteProfile:
     description: str = ""
     hostnames: tuple[str, ...] = ()     # regexes searched in the short and full host name
     backend: str = "srun"               # srun | mpiexec | local
-    runtime: str = "apptainer"          # apptainer | singularity | charliecloud | docker | podman
+    runtime: str = "apptainer"          # the preferred runtime, used unless --runtime names another
+    runtimes: tuple[str, ...] = ()      # the runtimes this site offers, preferred first; () unknown
     mpi: str = ""                       # srun --mpi value; "" leaves the cluster default
     mpi_types: tuple[str, ...] = ()     # the --mpi types this Slurm offers (srun --mpi=list); () unknown
     gpu: str = "none"                   # nvidia (--nv, --gpus) | amd (--rocm, /dev/kfd) | none
@@ -54,6 +68,9 @@ class SiteProfile:
     sbatch_options: tuple[str, ...] = ()  # extra `#SBATCH` options for `hpcai submit`
     libfabric: str = ""                 # glob of the host libfabric dir ("" = no fabric swap)
     libfabric_dest: str = "/host/lib"
+    fabric_profile: str = ""            # "slingshot": entrypoints/hooks.d/slingshot-env.sh, under [env]
+    fabric_hooks: bool = True           # a runtime with its own fabric hooks (ce) uses them, not the swap
+    mpi_swap: MpiSwap | None = None     # the host MPI to swap into MPICH images (run/mpi_swap.py)
     binds: tuple[str, ...] = ()         # SRC[:DST], always bound
     optional_binds: tuple[str, ...] = ()  # SRC[:DST], bound only when SRC exists
     env: dict[str, str] = field(default_factory=dict)  # container environment (never overrides --env)
@@ -96,7 +113,8 @@ _SHAPES: dict[str, tuple[Any, str]] = {
     "master_port": (lambda v: 0 <= v <= 65535, "a port between 1 and 65535, or 0 (from the job id)"),
 }
 _MULTILINE = ("description",)  # shown, never written into a command or script
-_CHOICES = {"backend": BACKENDS, "runtime": RUNTIMES, "gpu": GPU_KINDS,
+_CHOICES = {"backend": BACKENDS, "runtime": RUNTIMES, "runtimes": RUNTIMES, "gpu": GPU_KINDS,
+            "fabric_profile": PROFILES,
             "mpi": ("",) + MPI_TYPES, "mpi_types": MPI_TYPES, "apptainer_command": ("exec", "run")}
 
 
@@ -138,6 +156,33 @@ def _coerce(path: str, key: str, value: Any) -> Any:
     return value
 
 
+_SWAP_KEYS = {f.name for f in fields(MpiSwap)}
+
+
+def _mpi_swap(path: str, raw: Any) -> MpiSwap:
+    """The `mpi_swap` table: every path absolute and bindable, `mpi` one of the srun types."""
+    if not isinstance(raw, dict):
+        raise UsageError(f"{path}: mpi_swap must be a table like {{ lib = \"/opt/cray/pe/mpich/*/ofi/gnu/*/"
+                         f"lib-abi-mpich\", deps = [...] }}, got {raw!r}")
+    bad = sorted(set(raw) - _SWAP_KEYS)
+    if bad or "lib" not in raw:
+        raise UsageError(f"{path}: mpi_swap {'key(s) ' + ', '.join(bad) if bad else 'needs lib'}; "
+                         f"valid: {', '.join(sorted(_SWAP_KEYS))} (lib required)")
+    deps = raw.get("deps", [])
+    if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
+        raise UsageError(f"{path}: mpi_swap.deps must be a list of path globs, got {deps!r}")
+    for key in ("lib", "mpi", "dest"):
+        if not isinstance(raw.get(key, ""), str):
+            raise UsageError(f"{path}: mpi_swap.{key} must be a string, got {raw[key]!r}")
+    for key, one in [("lib", raw["lib"]), ("dest", raw.get("dest", "/host/mpi"))] + [("deps", d) for d in deps]:
+        if ":" in one or not bind_ok(one) or one.rstrip("/") in ("", "/host"):
+            raise UsageError(f"{path}: mpi_swap.{key} {one!r}: expected an absolute path (or glob) without "
+                             "':' or ',', on one line")
+    if raw.get("mpi", "") not in ("",) + MPI_TYPES:
+        raise UsageError(f"{path}: mpi_swap.mpi {raw['mpi']!r} is not one of: {', '.join(MPI_TYPES)}")
+    return MpiSwap(lib=raw["lib"], deps=tuple(deps), mpi=raw.get("mpi", ""), dest=raw.get("dest", "/host/mpi"))
+
+
 def parse_site(name: str, text: str, source: str = "") -> SiteProfile:
     """Validate one site TOML against the schema (unknown keys list the valid ones)."""
     if sys.version_info >= (3, 11):
@@ -153,12 +198,15 @@ def parse_site(name: str, text: str, source: str = "") -> SiteProfile:
     bad = sorted(set(raw) - set(_SCHEMA))
     if bad:
         raise UsageError(f"{label}: unknown key(s) {', '.join(bad)}; valid: {', '.join(sorted(_SCHEMA))}")
-    values = {k: _coerce(label, k, v) for k, v in raw.items()}
+    values = {k: _mpi_swap(label, v) if k == "mpi_swap" else _coerce(label, k, v) for k, v in raw.items()}
     for pattern in values.get("hostnames", ()):
         try:
             re.compile(pattern)
         except re.error as exc:
             raise UsageError(f"{label}: bad hostnames regex {pattern!r}: {exc}") from None
+    offered, preferred = values.get("runtimes", ()), values.get("runtime", _default(_SCHEMA["runtime"]))
+    if offered and preferred not in offered:
+        raise UsageError(f"{label}: runtime {preferred!r} is not among the site's runtimes: {', '.join(offered)}")
     return SiteProfile(name=name, source=source, **values)
 
 
@@ -232,6 +280,9 @@ class Host:
 
     def glob(self, pattern: str) -> list[str]:
         return _glob.glob(pattern)
+
+    def realpath(self, path: str) -> str:
+        return os.path.realpath(path)
 
     def ldconfig_dir(self, soname: str) -> str | None:
         """Folder where the dynamic loader finds `soname` (`ldconfig -p`), if any."""

@@ -20,9 +20,9 @@ COPY install/lib.sh install/apt-sources.sh /opt/hpcai-build/install/
 COPY apt/debian.sources /opt/hpcai-build/apt/debian.sources
 RUN /opt/hpcai-build/install/apt-sources.sh /opt/hpcai-build/apt/debian.sources
 COPY install/lib.sh install/fetch.sh /opt/hpcai-build/install/
-# Step: system packages (builder)
+# Step: system packages (builder, no compilers)
 COPY install/system-packages.sh /opt/hpcai-build/install/
-RUN /opt/hpcai-build/install/system-packages.sh builder libfabric-dev libopenmpi-dev openmpi-bin
+RUN /opt/hpcai-build/install/system-packages.sh python
 ENV HPCAI_FLAVOR="pytorch-cpu" \
     HPCAI_FRAMEWORK="pytorch" \
     HPCAI_BASE_ENTRYPOINT=""

@@ -105,6 +105,10 @@ def run_step(plan: LaunchPlan, logs: Path, sig: Signals, started: Callable[[], N
     from hpcai.run.runtimes import get_runtime
 
     lines: list[str] = []
+    _write_files(plan)
+    failed = _prepare(plan)
+    if failed:
+        return Outcome(state="failed", codes={}, lines=[failed], returncode=1, failed={})
     proc = subprocess.Popen(plan.argv, env={**os.environ, **plan.secret_env},
                             stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             errors="replace", start_new_session=True)
@@ -147,6 +151,26 @@ def run_step(plan: LaunchPlan, logs: Path, sig: Signals, started: Callable[[], N
         _cleanup_containers(plan, logs)
     return Outcome(state=state, codes=codes, lines=lines, returncode=proc.returncode,
                    failed=failed_ranks(lines, codes) if state == "failed" else {})
+
+
+def _write_files(plan: LaunchPlan) -> None:
+    """The files a plugin runtime's options name (ce: its EDF), new and private in the record."""
+    for name, text in plan.files.items():
+        fd = os.open(Path(plan.run_dir) / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+
+
+def _prepare(plan: LaunchPlan) -> str:
+    """The runtime's commands before the step (`sarus pull`, `podman-hpc migrate`); the first
+    failure as one line, else ""."""
+    for command in plan.prepare:
+        res = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True, errors="replace", check=False)
+        if res.returncode:
+            last = (res.stderr.strip().splitlines() or [""])[-1]
+            return f"error: {' '.join(command)} failed (exit code {res.returncode}){': ' + last if last else ''}"
+    return ""
 
 
 def _cleanup_containers(plan: LaunchPlan, logs: Path) -> None:

@@ -1,7 +1,8 @@
 """Container runtimes: each turns a `ContainerSpec` into the token list that starts one rank.
 
 Runtimes are tiny and registered by name; `singularity` subclasses `apptainer` and `podman`
-subclasses `docker`, changing only the binary and the flags that differ.
+subclasses `docker`, changing only the binary and the flags that differ. `pyxis` is srun's own
+plugin: it adds options to srun (`step`) instead of wrapping the command.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ class ContainerSpec:
     cleanenv: bool = True
     apptainer_command: str = "exec"
     image_env: bool = True  # charliecloud: apply the image's /ch/environment (bare --set-env)
+    fabric_hooks: bool = False  # ce: its own hooks bring the host fabric (the site's fabric_hooks)
+    mpi: str = ""  # the image's MPI (hpcai.mpi label): podman-hpc/sarus --mpi swap in MPICH only
+    run_dir: str = ""  # the run record, where a plugin runtime's files go (ce: its EDF)
     extra: tuple[str, ...] = field(default=())
 
 
@@ -65,11 +69,36 @@ class Runtime(Protocol):
 
     def argv(self, spec: ContainerSpec) -> list[str]: ...
 
+    # Optional, for a runtime that is a plugin of the launcher rather than a command around the
+    # payload (pyxis: `srun --container-image=… CMD`): `step(spec)` gives the options it adds to
+    # srun's own, and argv() is then the command srun runs inside the container. See step().
+    # Optional too: `launcher_env`, a dict of settings the runtime's own program reads from the
+    # environment of the launcher process (enroot's ENROOT_*), never put in argv.
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """What a plugin runtime adds to the launcher: `options` go after srun's own (the rank shim,
+    if any, comes after them, inside the container); `env` is set in srun's environment, where
+    the plugin reads values from (pyxis's --container-env names them), never in argv."""
+
+    options: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    files: tuple[tuple[str, str], ...] = ()  # (name in the run record, text): written before the step
+
+
+def step(runtime: Runtime, spec: ContainerSpec) -> StepOptions | None:
+    """The runtime's StepOptions when it is a launcher plugin (it has `step`), else None: the
+    wrapping runtimes (apptainer, charliecloud, docker…) put everything in argv()."""
+    method = getattr(runtime, "step", None)
+    return method(spec) if method else None
+
 
 # name -> "module:class" (imported when used): singularity subclasses apptainer, podman docker
 _REGISTRY = {"apptainer": "apptainer:ApptainerRuntime", "singularity": "apptainer:SingularityRuntime",
              "charliecloud": "charliecloud:CharliecloudRuntime", "docker": "docker:DockerRuntime",
-             "podman": "docker:PodmanRuntime"}
+             "podman": "docker:PodmanRuntime", "pyxis": "pyxis:PyxisRuntime", "enroot": "enroot:EnrootRuntime",
+             "ce": "ce:CeRuntime", "podman-hpc": "podman_hpc:PodmanHpcRuntime", "sarus": "sarus:SarusRuntime"}
 RUNTIMES = tuple(_REGISTRY)
 
 

@@ -1,13 +1,29 @@
-"""Docker and Podman: one named container per rank, host network and IPC, removed on exit.
+"""Docker and Podman: one named container per rank, host network, IPC and PID namespace, removed on exit.
 
 The image's ENTRYPOINT is already hpcai-entrypoint, so only the command is passed. Under srun
 every task gets the same argv, so the name is left out here and the rank shim inserts
 `--name=…-<rank>` and `-e NAME` for the per-rank variables (see entrypoints/hpcai-shim).
+
+Ranks on one node must see each other as HPC runtimes (Apptainer, enroot, Charliecloud) let them:
+Open MPI's shared-memory transport copies large messages once with process_vm_readv (CMA), which
+names the peer by its PID. In a private PID namespace per container that PID is another process
+(ESRCH, EFAULT, or a silent read of the wrong memory), so ranks share the host's PID namespace
+(`--pid host`; no process is PID 1 then, so no `--init`). Docker before 23.0 also refuses
+process_vm_readv/writev in its default seccomp profile unless CAP_SYS_PTRACE is added; instead
+of that capability (which with `--pid host` could trace any process on the node) docker gets the
+seccomp profile Podman applies by default (`seccomp-ranks.json`, containers/common 0.50.1 as
+Debian ships it: default deny; process_vm_readv/writev and ptrace allowed, as Docker 23+ allows
+them, still under the kernel's ptrace checks). See docs/launching.md for what else it allows.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hpcai.run.runtimes import ContainerSpec
+
+# Debian's /usr/share/containers/seccomp.json (golang-github-containers-common 0.50.1+ds1-4), unchanged.
+SECCOMP_PROFILE = Path(__file__).with_name("seccomp-ranks.json")
 
 
 class DockerRuntime:
@@ -22,9 +38,14 @@ class DockerRuntime:
     def clean_env(self, site) -> bool:
         return True  # a container sees only what `-e` passes
 
+    def run_flags(self) -> list[str]:
+        """Namespaces shared with the host (and the seccomp profile) every rank gets."""
+        return ["--network", "host", "--ipc", "host", "--pid", "host",
+                "--security-opt", f"seccomp={SECCOMP_PROFILE}"]
+
     def argv(self, spec: ContainerSpec) -> list[str]:
-        # Format: docker run --rm --init --network host --ipc host --name N -v S:D -e K=V IMG CMD…
-        argv = [self.binary, "run", "--rm", "--init", "--network", "host", "--ipc", "host"]
+        # Format: docker run --rm --network host --ipc host --pid host --security-opt seccomp=F --name N … IMG CMD…
+        argv = [self.binary, "run", "--rm", *self.run_flags()]
         if spec.name:
             argv.append(f"--name={spec.name}")
         for key, value in spec.labels:
@@ -57,3 +78,7 @@ class PodmanRuntime(DockerRuntime):
     name = "podman"
     binary = "podman"
     gpu_flags = {**DockerRuntime.gpu_flags, "nvidia": ["--device", "nvidia.com/gpu=all"]}
+
+    def run_flags(self) -> list[str]:
+        # Podman's default seccomp profile already allows process_vm_readv/writev.
+        return ["--network", "host", "--ipc", "host", "--pid", "host"]

@@ -1,0 +1,160 @@
+# shellcheck shell=sh disable=SC2154
+# (sourced by hpcai-entrypoint, which defines the hpcai_* functions and variables)
+# 15-host-mpi: load the host's MPICH-ABI MPI (Cray MPICH) instead of the image's MPICH.
+#
+# A site's `mpi_swap` makes the launcher bind the host folder holding libmpi.so.12 to
+# /host/mpi/lib and the folders of its dependencies (GTL, PMI, PALS, libfabric...) to
+# /host/mpi/depN, and name those dependency files in HPCAI_HOST_MPI_DEPS. As in 10-host-fabric,
+# only the libmpi*.so.12 of the lib folder and the named files are linked into a private
+# per-job dir that goes FIRST in LD_LIBRARY_PATH; nothing else of the host folders is seen.
+# The MPICH ABI has two names per library: upstream MPICH and Cray say libmpi.so.12 (and
+# libmpifort, libmpicxx), Debian and Ubuntu build libmpich.so.12 (libmpichfort, libmpichcxx)
+# and their programs ask for that name; a name the host lacks is linked to its twin.
+# A dependency the host fabric swap already linked (libfabric.so.1) is left to it: one per process.
+# Settings: HPCAI_HOST_MPI_LIB (/host/mpi/lib), HPCAI_HOST_MPI_DEPS (FILE:NAME=FILE:..., NAME
+# when the file's own name is not the one to load it by),
+# HPCAI_STRICT_MPI=1 (a mounted host MPI that cannot be used ends the launch, exit 78).
+# Exports HPCAI_MPI=host|image and HPCAI_MPI_LIB (the host file linked as libmpi.so.12).
+
+_hm_lib=${HPCAI_HOST_MPI_LIB:-/host/mpi/lib}
+
+# _hm_problem REASON: the host MPI cannot be used. A warning, or exit 78 (EX_CONFIG) under
+# HPCAI_STRICT_MPI=1; --check reports it as a FAIL line instead.
+_hm_problem() {
+    # shellcheck disable=SC2034  # read by hpcai__check
+    HPCAI_MPI_PROBLEM=$1
+    if [ "${HPCAI_STRICT_MPI:-0}" = 1 ] && [ "${HPCAI__CHECKING:-0}" != 1 ]; then
+        printf 'hpcai-entrypoint: error: %s (HPCAI_STRICT_MPI=1)\n' "$1" >&2
+        trap - EXIT  # said already
+        exit 78
+    fi
+    hpcai_warn "$1"
+}
+
+# _hm_private_dir: $_hm_dir = a private folder (hpcai_private_dir) for this job step and rank,
+# beside 10-host-fabric's and named apart from it. Outside a job it is keyed by our pid (kept
+# by exec), and our folders of dead pids are removed.
+_hm_private_dir() {
+    hpcai_safe_name "${USER:-${LOGNAME:-nouser}}"
+    _hm_user=$hpcai_value
+    if hpcai_uint SLURM_JOB_ID; then
+        _hm_job=$hpcai_value
+        hpcai_first_uint SLURM_PROCID OMPI_COMM_WORLD_RANK PMI_RANK || hpcai_value=$$
+        _hm_name=hpcai-mpi-$_hm_user-$_hm_job-${SLURM_STEP_ID:-0}-$hpcai_value
+    else
+        # shellcheck disable=SC3067  # test -O: not POSIX, but dash, bash and busybox sh have it
+        for _hm_old in "${TMPDIR:-/tmp}/hpcai-mpi-$_hm_user-local-"*; do
+            _hm_pid=${_hm_old##*-}
+            _hm_pid=${_hm_pid%%.*}  # a mktemp stand-in (hpcai_private_dir) is NAME.XXXXXXXX
+            if [ -d "$_hm_old" ] && [ ! -L "$_hm_old" ] && [ -O "$_hm_old" ] \
+                && [ ! -d "/proc/$_hm_pid" ]; then
+                rm -rf "$_hm_old"
+            fi
+        done
+        _hm_name=hpcai-mpi-$_hm_user-local-$$
+    fi
+    hpcai_private_dir "$_hm_name" || return 1
+    _hm_dir=$hpcai_value
+}
+
+# _hm_twin NAME: $hpcai_value = the other name of an MPICH-ABI library ('' for none).
+_hm_twin() {
+    case $1 in
+        libmpi.so.12) hpcai_value=libmpich.so.12 ;;
+        libmpich.so.12) hpcai_value=libmpi.so.12 ;;
+        libmpifort.so.12) hpcai_value=libmpichfort.so.12 ;;
+        libmpichfort.so.12) hpcai_value=libmpifort.so.12 ;;
+        libmpicxx.so.12) hpcai_value=libmpichcxx.so.12 ;;
+        libmpichcxx.so.12) hpcai_value=libmpicxx.so.12 ;;
+        *) hpcai_value='' ;;
+    esac
+}
+
+# _hm_use_host: link the host MPI and its dependencies first. False (the image's MPI stays)
+# when there is none, or it cannot be used (after _hm_problem).
+_hm_use_host() {
+    [ -d "$_hm_lib" ] || {
+        [ -n "${HPCAI_HOST_MPI_DEPS:-}" ] && _hm_problem "HPCAI_HOST_MPI_DEPS is set but $_hm_lib is not mounted; using the image's MPI"
+        return 1
+    }
+    if [ ! -r "$_hm_lib" ] || [ ! -x "$_hm_lib" ]; then
+        _hm_problem "host MPI dir $_hm_lib is not readable; using the image's MPI"
+        return 1
+    fi
+    # The ABI's own names (libmpi*.so.12) present in the lib folder: " name name ".
+    _hm_found=' '
+    _hm_any=0
+    for _hm_f in "$_hm_lib"/*; do
+        [ -e "$_hm_f" ] || [ -L "$_hm_f" ] || continue
+        _hm_any=1
+        case ${_hm_f##*/} in libmpi*.so.12) ;; *) continue ;; esac
+        if [ -e "$_hm_f" ]; then
+            _hm_found="$_hm_found${_hm_f##*/} "
+        else
+            hpcai_warn "broken symlink $_hm_f ignored"
+        fi
+    done
+    if [ "$_hm_any" = 0 ]; then
+        hpcai_debug "host-mpi: $_hm_lib is empty"
+        return 1
+    fi
+    case $_hm_found in
+        *' libmpi.so.12 '*) HPCAI_MPI_LIB=$_hm_lib/libmpi.so.12 ;;
+        *' libmpich.so.12 '*) HPCAI_MPI_LIB=$_hm_lib/libmpich.so.12 ;;
+        *) _hm_problem "no usable libmpi.so.12 in $_hm_lib; using the image's MPI"; return 1 ;;
+    esac
+    _hm_private_dir || { _hm_problem "$hpcai_value; using the image's MPI"; return 1; }
+
+    # Links already right (another run of this step) are left as they are: no fork at all.
+    set --
+    for _hm_f in "$_hm_lib"/libmpi*.so.12; do
+        case $_hm_found in *" ${_hm_f##*/} "*) ;; *) continue ;; esac
+        [ "$_hm_dir/${_hm_f##*/}" -ef "$_hm_f" ] || set -- "$@" "$_hm_f"
+    done
+    _hm_rest=${HPCAI_HOST_MPI_DEPS:-}
+    while [ -n "$_hm_rest" ]; do
+        _hm_f=${_hm_rest%%:*}
+        case $_hm_rest in *:*) _hm_rest=${_hm_rest#*:} ;; *) _hm_rest='' ;; esac
+        [ -n "$_hm_f" ] || continue
+        case $_hm_f in
+            *=*) _hm_name=${_hm_f%%=*}; _hm_f=${_hm_f#*=} ;;
+            *) _hm_name=${_hm_f##*/} ;;
+        esac
+        if [ ! -e "$_hm_f" ] || [ ! -r "$_hm_f" ]; then
+            _hm_problem "host MPI dependency $_hm_f is missing or unreadable; the host MPI may not load"
+            continue
+        fi
+        case $_hm_name in
+            libfabric.so*) if [ "${HPCAI_FABRIC:-}" = host ]; then
+                    hpcai_debug "host-mpi: $_hm_f left to the host fabric swap (${HPCAI_FABRIC_LIB:-})"
+                    continue
+                fi ;;
+        esac
+        if [ "$_hm_dir/$_hm_name" -ef "$_hm_f" ]; then
+            continue
+        elif [ "$_hm_name" = "${_hm_f##*/}" ]; then
+            set -- "$@" "$_hm_f"
+        else  # the host's NAME was a link to a file of another name (the launcher resolved it)
+            ln -sfn "$_hm_f" "$_hm_dir/$_hm_name" || _hm_problem "cannot link $_hm_f into $_hm_dir"
+        fi
+    done
+    if [ $# -gt 0 ] && ! ln -sf "$@" "$_hm_dir/"; then
+        _hm_problem "cannot link the host MPI into $_hm_dir; using the image's MPI"
+        return 1
+    fi
+    # Twins the host lacks point at the name it has.
+    for _hm_f in "$_hm_lib"/libmpi*.so.12; do
+        case $_hm_found in *" ${_hm_f##*/} "*) ;; *) continue ;; esac
+        _hm_twin "${_hm_f##*/}"
+        case $_hm_found in *" $hpcai_value "*) continue ;; esac
+        [ -z "$hpcai_value" ] || [ "$_hm_dir/$hpcai_value" -ef "$_hm_f" ] \
+            || ln -sfn "$_hm_f" "$_hm_dir/$hpcai_value" || :
+    done
+    hpcai_path_add LD_LIBRARY_PATH "$_hm_dir" front
+    export HPCAI_MPI=host HPCAI_MPI_LIB
+    hpcai_debug "host-mpi: using $HPCAI_MPI_LIB via $_hm_dir"
+}
+
+if ! _hm_use_host; then
+    export HPCAI_MPI=image
+fi

@@ -1,0 +1,34 @@
+"""`hpcai sqsh IMAGE`: an enroot-ready SquashFS of a local Docker/Podman image (help panel "Images"),
+for `--runtime pyxis` (srun --container-image) and `--runtime enroot`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from hpcai.cli.build import O_REPO, O_TAG, PANEL
+
+
+def sqsh_cmd(
+    image: str = typer.Argument(..., help="Local image reference, or a flavor name (its computed tag)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output",
+                                          help="SquashFS file, *.sqsh (default: from the tag, no ':')."),
+    builder: Optional[str] = typer.Option(None, "--builder", envvar="DOCKER",
+                                          help="docker | podman: the engine holding the image."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the enroot command, convert nothing."),
+    repository: Optional[str] = O_REPO, tag: Optional[str] = O_TAG,
+) -> None:
+    """Make an enroot SquashFS of a local image (enroot import dockerd://IMAGE or podman://IMAGE)."""
+    from hpcai.image import build, sqsh
+    from hpcai.image.spec import flavors, make_spec
+
+    if image in flavors():
+        image = make_spec(image, repository=repository, tag=tag, payloads="none").tag
+    sqsh.convert(image, output, build.builder_name(builder), force=force, dry_run=dry_run)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sqsh", rich_help_panel=PANEL)(sqsh_cmd)
