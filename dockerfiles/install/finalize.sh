@@ -14,4 +14,6 @@ ldconfig
 mkdir -p "$HPCAI_PREFIX/bin" "$HPCAI_PREFIX/entrypoint.d" "$HPCAI_PREFIX/payloads"
 # Empty bind destinations for the host's libraries: Charliecloud (and Apptainer without overlay)
 # cannot create mount points inside a read-only SquashFS image.
-mkdir -p /host/lib /host/usr
+# /host/mpi: the host MPI swap's (a site's mpi_swap) library folder and its dependencies' folders,
+# one per folder (four cover Cray MPICH's lib, GTL, PMI and libfabric).
+mkdir -p /host/lib /host/usr /host/mpi/lib /host/mpi/dep0 /host/mpi/dep1 /host/mpi/dep2 /host/mpi/dep3

@@ -114,7 +114,7 @@ def test_system_packages_per_configuration_from_the_records():
     assert with_hvd["builder"] == from_source["builder"] | {"cmake", "git"}
     assert with_hvd["final"] == from_source["final"]
     # MPICH from source: libfabric's libnuma, hwloc (MPICH's and aws-ofi-nccl's); no PMIx, no libevent.
-    assert packages("pytorch-rocm", mpi="mpich") == {"builder": {"libnuma-dev", "libhwloc-dev"},
+    assert packages("pytorch-rocm", mpi="mpich") == {"builder": {"libnuma-dev", "libhwloc-dev", "libtool-bin"},
                                                      "final": {"libnuma1", "libhwloc15"}}
     # The CPU flavors take MPI and libfabric from Debian.
     assert packages("pytorch-cpu") == {"builder": {"libopenmpi-dev", "openmpi-bin", "libfabric-dev"},

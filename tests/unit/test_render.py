@@ -197,7 +197,7 @@ def test_host_bind_destinations_exist_in_both_formats(rendered):
     # Charliecloud cannot create mount points inside a read-only SquashFS image, so the final
     # stage's finalize.sh creates the empty bind destinations; both formats run it there.
     finalize = (data_path("dockerfiles") / "install/finalize.sh").read_text()
-    assert "\nmkdir -p /host/lib /host/usr\n" in finalize
+    assert "\nmkdir -p /host/lib /host/usr /host/mpi/lib /host/mpi/dep0 " in finalize  # fabric, MPI swaps
     for key, (docker, apptainer) in rendered.items():
         final_stage = docker.split("\nFROM ", 2)[2]
         assert "RUN /opt/hpcai-build/install/finalize.sh" in final_stage, key

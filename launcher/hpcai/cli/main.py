@@ -79,13 +79,13 @@ def _only(app: Any, name: str | None) -> Any:
 
 
 def plain_values(command: Any) -> None:
-    """Give each str, int, float and list[str] parameter of COMMAND (a click command or group, and
-    its subcommands) a plain Python conversion in typer's own runtime-parameter shape.
+    """Give each str, int, float, bool and list[str] parameter of COMMAND (a click command or
+    group, and its subcommands) a plain Python conversion in typer's own runtime-parameter shape.
 
     typer 0.29 converts every parameter value through a pydantic TypeAdapter it builds on first
     use (typer.core.TyperParameter.get_runtime_param); there is no setting to turn that off, and
-    `typer._adapters` imports pydantic at its top, ~70 ms of each `hpcai launch` (8 % of an 8-rank
-    job's wall time, docs/development.md). Richer types (paths, bounds, choices, parsers) keep
+    `typer._adapters` imports pydantic at its top: ~70 ms of each `hpcai launch` on the 2-core
+    test machine, against a 0.8-1.3 s 8-rank job (docs/development.md). Richer types (paths, bounds, choices, parsers) keep
     typer's own conversion, so pydantic is imported only by the commands that have them. Where
     typer has no such internals (another version), nothing changes: typer converts as it always
     does. Error messages are pydantic's words, so the output does not depend on the path taken.
@@ -183,13 +183,15 @@ def main() -> None:
 def run(argv: list[str] | None = None, fast_exit: bool = False) -> None:
     """The CLI: no tracebacks for user errors, exit 2 for bad input.
 
-    fast_exit: leave with os._exit once stdout/stderr are flushed. The interpreter's teardown
-    (finalising every imported module) costs 5-10 ms of each launch, and by then every record
-    file is written and closed. Tests calling run() in-process leave it off.
+    fast_exit: after `hpcai launch`, leave with os._exit once stdout/stderr are flushed. The
+    interpreter's teardown (finalising every imported module) costs 5-10 ms of each launch, and
+    by then every record file is written and closed. Other commands exit normally (atexit
+    handlers, temporary folders). Tests calling run() in-process leave it off.
     """
     from hpcai.cli import launch
 
     args = sys.argv[1:] if argv is None else list(argv)
+    fast_exit = fast_exit and args[:1] == ["launch"]
     import typer
 
     try:  # typer >= 0.26 vendors click

@@ -7,7 +7,7 @@ An MPI library finds its peers through the process manager's PMI, and each one s
   singletons will be started").
 - MPICH (hydra, the simple PMI-1/2 client) needs Slurm's `pmi2`; under `pmix` or `cray_shasta` its
   ranks are singletons too. (`cray_shasta` serves Cray PMI, which only the host's Cray MPICH
-  brings; hpcai does not swap that in yet.)
+  brings: a site's `mpi_swap` binds it into an MPICH image, see run/mpi_swap.py.)
 `none` gives no PMI at all. The image says which MPI it has in its `hpcai.mpi` label; a site says
 which types its Slurm offers in `mpi_types` (`srun --mpi=list`), and prefers `mpi`.
 """

@@ -18,7 +18,7 @@ ENV DEBIAN_FRONTEND="noninteractive" \
 COPY install/lib.sh install/fetch.sh /opt/hpcai-build/install/
 # Step: system packages (builder)
 COPY install/system-packages.sh /opt/hpcai-build/install/
-RUN /opt/hpcai-build/install/system-packages.sh builder libnuma-dev libhwloc-dev
+RUN /opt/hpcai-build/install/system-packages.sh builder libnuma-dev libhwloc-dev libtool-bin
 ENV HPCAI_FLAVOR="tensorflow-rocm" \
     HPCAI_FRAMEWORK="tensorflow" \
     HPCAI_BASE_ENTRYPOINT=""
