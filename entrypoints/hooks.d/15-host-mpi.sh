@@ -14,7 +14,7 @@
 # Settings: HPCAI_HOST_MPI_LIB (/host/mpi/lib), HPCAI_HOST_MPI_DEPS (FILE:NAME=FILE:..., NAME
 # when the file's own name is not the one to load it by),
 # HPCAI_STRICT_MPI=1 (a mounted host MPI that cannot be used ends the launch, exit 78).
-# Exports HPCAI_MPI=host|image and HPCAI_MPI_LIB (the host file linked as libmpi.so.12).
+# Exports HPCAI_MPI_SOURCE=host|image (HPCAI_MPI is the image's MPI: ompi, mpich or none) and HPCAI_MPI_LIB (the host file linked as libmpi.so.12).
 
 _hm_lib=${HPCAI_HOST_MPI_LIB:-/host/mpi/lib}
 
@@ -151,10 +151,10 @@ _hm_use_host() {
             || ln -sfn "$_hm_f" "$_hm_dir/$hpcai_value" || :
     done
     hpcai_path_add LD_LIBRARY_PATH "$_hm_dir" front
-    export HPCAI_MPI=host HPCAI_MPI_LIB
+    export HPCAI_MPI_SOURCE=host HPCAI_MPI_LIB
     hpcai_debug "host-mpi: using $HPCAI_MPI_LIB via $_hm_dir"
 }
 
 if ! _hm_use_host; then
-    export HPCAI_MPI=image
+    export HPCAI_MPI_SOURCE=image
 fi

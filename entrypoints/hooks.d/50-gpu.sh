@@ -6,6 +6,14 @@
 # visible devices and would break if only one were visible. A CUDA_VISIBLE_DEVICES or
 # ROCR_VISIBLE_DEVICES already set (e.g. by srun --gpus-per-task) is left alone.
 # HPCAI_GPUS_PER_NODE wraps the index; HPCAI_GPU_VENDOR=cuda|rocm|none overrides detection.
+#
+# Also: an MPICH built with GPU support (the GPU recipe's) stops in MPI_Init where no GPU driver
+# answers (MPICH 4.0: yaksa's "CUDA driver version is insufficient", then SIGSEGV), so on a node
+# with no GPU device its GPU support is turned off (MPIR_CVAR_ENABLE_GPU=0) unless already set.
+
+if [ "${HPCAI_MPI:-}" = mpich ] && [ ! -e /dev/nvidiactl ] && [ ! -e /dev/kfd ]; then
+    hpcai_set MPIR_CVAR_ENABLE_GPU 0
+fi
 
 case ${HPCAI_GPU_BIND:-none} in
     local-rank) ;;

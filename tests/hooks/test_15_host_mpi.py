@@ -55,7 +55,7 @@ def test_host_mpi_and_named_deps_are_linked_first_with_debian_twins(run_entrypoi
                   SLURM_STEP_ID="2", SLURM_PROCID="3")
     run = run_entrypoint(env, hooks=["host-mpi"])
     private = host / "tmp/hpcai-mpi-alice-99-2-3"
-    assert run.exported() == {"LD_LIBRARY_PATH": f"{private}:/user/a:/user/b", "HPCAI_MPI": "host",
+    assert run.exported() == {"LD_LIBRARY_PATH": f"{private}:/user/a:/user/b", "HPCAI_MPI_SOURCE": "host",
                               "HPCAI_MPI_LIB": f"{lib}/libmpi.so.12"}
     assert sorted(os.listdir(private)) == ["libmpi.so.12", "libmpi_gtl_cuda.so.0", "libmpich.so.12",
                                            "libmpichfort.so.12", "libmpifort.so.12", "libpmi2.so.0"]
@@ -99,7 +99,7 @@ def test_it_goes_after_the_fabric_swap_and_leaves_libfabric_to_it(run_entrypoint
     mpi, fabric = host / "tmp/hpcai-mpi-alice-7-0-0", host / "tmp/hpcai-alice-7-0-0"
     assert run.env["LD_LIBRARY_PATH"].split(":") == [str(mpi), str(fabric), str(host / "fabric")]
     assert "libfabric.so.1" not in os.listdir(mpi) and "libpmi.so.0" in os.listdir(mpi)
-    assert (run.env["HPCAI_FABRIC"], run.env["HPCAI_MPI"]) == ("host", "host")
+    assert (run.env["HPCAI_FABRIC"], run.env["HPCAI_MPI_SOURCE"]) == ("host", "host")
     # without the fabric swap, the MPI's own libfabric goes first
     alone = run_entrypoint({**env, "HPCAI_HOOK_HOST_FABRIC": "0", "SLURM_JOB_ID": "8"},
                            hooks=["host-fabric", "host-mpi"])
@@ -123,9 +123,9 @@ def test_a_users_library_path_keeps_its_order_after_ours(run_entrypoint, host):
 
 def test_no_host_dir_or_an_empty_one_is_not_applicable(run_entrypoint, host):
     absent = run_entrypoint(env_for(host, HPCAI_HOST_MPI_LIB=str(host / "absent")), hooks=["host-mpi"])
-    assert (absent.rc, absent.exported(), absent.stderr) == (0, {"HPCAI_MPI": "image"}, "")
+    assert (absent.rc, absent.exported(), absent.stderr) == (0, {"HPCAI_MPI_SOURCE": "image"}, "")
     empty = run_entrypoint(env_for(host, HPCAI_STRICT_MPI="1"), hooks=["host-mpi"])
-    assert (empty.rc, empty.exported(), empty.stderr) == (0, {"HPCAI_MPI": "image"}, "")
+    assert (empty.rc, empty.exported(), empty.stderr) == (0, {"HPCAI_MPI_SOURCE": "image"}, "")
 
 
 def test_a_folder_without_libmpi_warns_or_stops_in_strict_mode(run_entrypoint, host):
@@ -133,7 +133,7 @@ def test_a_folder_without_libmpi_warns_or_stops_in_strict_mode(run_entrypoint, h
     touch(lib / "libmpi.so.12", "/nonexistent/libmpi.so.12.0.0")
     touch(lib / "README")
     run = run_entrypoint(env_for(host), hooks=["host-mpi"])
-    assert run.rc == 0 and run.exported() == {"HPCAI_MPI": "image"}
+    assert run.rc == 0 and run.exported() == {"HPCAI_MPI_SOURCE": "image"}
     assert run.warnings == [f"hpcai-entrypoint: warning: broken symlink {lib}/libmpi.so.12 ignored",
                             f"hpcai-entrypoint: warning: no usable libmpi.so.12 in {lib}; using the image's MPI"]
     strict = run_entrypoint(env_for(host, HPCAI_STRICT_MPI="1"), hooks=["host-mpi"])
@@ -146,7 +146,7 @@ def test_a_missing_dependency_warns_or_stops_in_strict_mode(run_entrypoint, host
     cray_lib(host / "mpi/lib")
     gone = f"{host}/mpi/dep0/libpmi.so.0"
     run = run_entrypoint(env_for(host, HPCAI_HOST_MPI_DEPS=gone), hooks=["host-mpi"])
-    assert run.rc == 0 and run.env["HPCAI_MPI"] == "host"
+    assert run.rc == 0 and run.env["HPCAI_MPI_SOURCE"] == "host"
     assert run.warnings == [f"hpcai-entrypoint: warning: host MPI dependency {gone} is missing or unreadable; "
                             "the host MPI may not load"]
     strict = run_entrypoint(env_for(host, HPCAI_HOST_MPI_DEPS=gone, HPCAI_STRICT_MPI="1"), hooks=["host-mpi"])
@@ -156,7 +156,7 @@ def test_a_missing_dependency_warns_or_stops_in_strict_mode(run_entrypoint, host
 def test_deps_without_a_mounted_host_mpi_are_a_problem(run_entrypoint, host):
     env = env_for(host, HPCAI_HOST_MPI_LIB=str(host / "absent"), HPCAI_HOST_MPI_DEPS="/x/libpmi.so.0")
     run = run_entrypoint(env, hooks=["host-mpi"])
-    assert run.rc == 0 and run.env["HPCAI_MPI"] == "image"
+    assert run.rc == 0 and run.env["HPCAI_MPI_SOURCE"] == "image"
     assert run.warnings == [f"hpcai-entrypoint: warning: HPCAI_HOST_MPI_DEPS is set but {host}/absent is "
                             "not mounted; using the image's MPI"]
 
@@ -167,7 +167,7 @@ def test_unreadable_host_dir_warns_or_fails_strict(run_entrypoint, host):
     cray_lib(lib)
     lib.chmod(0o700)  # root-owned, and the hook runs as nobody
     run = run_entrypoint(env_for(host), hooks=["host-mpi"], user="65534")
-    assert run.rc == 0 and run.env["HPCAI_MPI"] == "image"
+    assert run.rc == 0 and run.env["HPCAI_MPI_SOURCE"] == "image"
     assert run.warnings == [f"hpcai-entrypoint: warning: host MPI dir {lib} is not readable; "
                             "using the image's MPI"]
     strict = run_entrypoint(env_for(host, HPCAI_STRICT_MPI="1"), hooks=["host-mpi"], user="65534")

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
+import pytest
+
 from hooklib import as_root
 
 SLURM = {"SLURM_JOB_ID": "31", "SLURM_PROCID": "2", "SLURM_LOCALID": "2", "SLURM_NTASKS": "4",
@@ -56,6 +60,17 @@ def test_scheduler_binding_survives(run_entrypoint):
            "CUDA_VISIBLE_DEVICES": "GPU-abc"}
     run = run_entrypoint(env, hooks=["gpu"])
     assert (run.exported(), run.env["CUDA_VISIBLE_DEVICES"]) == ({}, "GPU-abc")
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd"), reason="a GPU node")
+def test_mpich_gpu_support_is_off_without_a_gpu_device(run_entrypoint):
+    """MPICH built with CUDA segfaults in MPI_Init with no driver (seen in the GPU recipe's MPICH
+    image): without a GPU device the hook turns its GPU support off; a user's value stays, and
+    other MPIs are left alone."""
+    assert run_entrypoint({"HPCAI_MPI": "mpich"}, hooks=["gpu"]).exported() == {"MPIR_CVAR_ENABLE_GPU": "0"}
+    kept = run_entrypoint({"HPCAI_MPI": "mpich", "MPIR_CVAR_ENABLE_GPU": "1"}, hooks=["gpu"])
+    assert (kept.exported(), kept.env["MPIR_CVAR_ENABLE_GPU"]) == ({}, "1")
+    assert run_entrypoint({"HPCAI_MPI": "ompi"}, hooks=["gpu"]).exported() == {}
 
 
 def test_gpu_bad_input_warns(run_entrypoint):

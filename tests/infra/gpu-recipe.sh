@@ -5,9 +5,9 @@
 # Cassini and CXI driver headers), PMIx + Open MPI or MPICH, aws-ofi-nccl, and nccl-tests (MPI=1)
 # for one GPU architecture (90) to save time. Same install scripts as every NGC build.
 # Usage: gpu-recipe.sh ompi|mpich [hpcai build options…]   (the tag is stdout's last line)
-# tests/integration/test_gpu_recipe.py runs the ompi one on every CI run. `make gpu-recipe
-# MPI=mpich` stops in MPICH 4.0.2's yaksa, which reads cudaDeviceProp.computeMode (gone in
-# CUDA 13): no newer MPICH source is reachable here.
+# tests/integration/test_gpu_recipe.py runs the ompi one on every CI run; `make gpu-recipe
+# MPI=mpich` builds the MPICH one (MPICH 4.0.2, whose yaksa mpich.sh fixes for CUDA 13) and runs
+# the same checks on it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 mpi=${1:?usage: gpu-recipe.sh ompi|mpich [hpcai build options…]}
