@@ -125,3 +125,12 @@ def shlib(shell):
 
 def as_root() -> bool:
     return os.geteuid() == 0
+
+
+def touch(path: Path, target: str | None = None) -> None:
+    """A fake library file (ELF magic only), or a symlink to TARGET; parents made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if target is None:
+        path.write_bytes(b"\x7fELF fake")
+    else:
+        path.symlink_to(target)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hooklib import as_root
+from hooklib import as_root, touch
 
 
 @pytest.fixture
@@ -26,14 +26,6 @@ def host(workdir):
 def env_for(root: Path, **extra: str) -> dict[str, str]:
     return {"HPCAI_HOST_MPI_LIB": str(root / "mpi/lib"), "TMPDIR": str(root / "tmp"), "USER": "alice",
             **extra}
-
-
-def touch(path: Path, target: str | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if target is None:
-        path.write_bytes(b"\x7fELF fake")
-    else:
-        path.symlink_to(target)
 
 
 def cray_lib(lib: Path) -> None:

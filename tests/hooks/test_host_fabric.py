@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hooklib import as_root
+from hooklib import as_root, touch
 
 
 @pytest.fixture
@@ -27,14 +27,6 @@ def env_for(root: Path, **extra: str) -> dict[str, str]:
     return {"HPCAI_HOST_LIB": str(root / "host/lib"), "HPCAI_HOST_USR": str(root / "host/usr"),
             "HPCAI_PREFIX": str(root / "prefix"), "TMPDIR": str(root / "tmp"), "USER": "alice",
             **extra}
-
-
-def touch(path: Path, target: str | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if target is None:
-        path.write_bytes(b"\x7fELF fake")
-    else:
-        path.symlink_to(target)
 
 
 def test_host_libfabric_and_cxi_are_linked_first_rest_appended(run_entrypoint, host):

@@ -60,7 +60,8 @@ def test_bind_destinations_default_suite_and_self_test(pytorch_cpu_image):
                      entrypoint="/bin/sh")
     labels = json.loads(subprocess.run(["docker", "image", "inspect", "--format", "{{json .Config.Labels}}",
                                         pytorch_cpu_image], capture_output=True, text=True, check=True).stdout)
-    assert res.stdout.splitlines() == ["/host", "/host/lib", "/host/usr",
+    mpi = ["/host/mpi", *(f"/host/mpi/dep{n}" for n in range(4)), "/host/mpi/lib"]  # the MPI swap's
+    assert res.stdout.splitlines() == ["/host", "/host/lib", *mpi, "/host/usr",
                                        f"SUITE={labels['hpcai.payloads']}", "PLUGIN=unset"], res.stdout
     # What the def's %test runs, through the entrypoint as `apptainer test` would.
     check = docker_run(pytorch_cpu_image, "/opt/hpcai/bin/hpcai-bench", "--self-test")

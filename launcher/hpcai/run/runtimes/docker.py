@@ -51,6 +51,13 @@ class DockerRuntime:
         for key, value in spec.labels:
             argv += ["--label", f"{key}={value}"]
         argv += self.gpu_flags.get(spec.gpu, [])
+        return argv + self.container(spec)
+
+    def container(self, spec: ContainerSpec) -> list[str]:
+        """What follows the run options: binds, environment, secrets by name, the image and the
+        command (the image's ENTRYPOINT replaced by the command's first word without an entrypoint).
+        Format: -v S:D -e K=V -e SECRET [--entrypoint CMD0] EXTRA… IMG CMD…"""
+        argv: list[str] = []
         for src, dst in spec.binds:
             argv += ["-v", f"{src}:{dst}"]
         for key, value in spec.env:

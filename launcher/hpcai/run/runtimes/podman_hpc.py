@@ -48,13 +48,4 @@ class PodmanHpcRuntime(PodmanRuntime):
             argv += self.gpu_flags["amd"]
         for pattern in FORWARD:
             argv += ["-e", pattern]
-        for src, dst in spec.binds:
-            argv += ["-v", f"{src}:{dst}"]
-        for key, value in spec.env:
-            argv += ["-e", f"{key}={value}"]
-        for key in spec.secret_names:
-            argv += ["-e", key]  # value from the environment
-        if not spec.entrypoint:
-            argv += ["--entrypoint", spec.command[0]] if spec.command else []
-            return argv + list(spec.extra) + [spec.image, *spec.command[1:]]
-        return argv + list(spec.extra) + [spec.image, *spec.command]
+        return argv + self.container(spec)
