@@ -13,4 +13,6 @@ export PATH="$prefix/bin:$PATH"
 mpicc=$(command -v mpicc) || { echo "mpi-allreduce: no mpicc on PATH" >&2; exit 1; }
 py="$prefix/venv/bin/python"
 MPICC="$mpicc" "$py" -m pip install --no-cache-dir --no-binary mpi4py "mpi4py==$version"
-"$py" -c 'import mpi4py; from mpi4py import MPI; print("mpi4py", mpi4py.__version__, MPI.Get_library_version().splitlines()[0])'
+# The check initializes MPI in the builder, which has no GPU: an MPICH built with CUDA would stop
+# in MPI_Init there (the entrypoint's 50-gpu hook does the same at run time).
+MPIR_CVAR_ENABLE_GPU=0 "$py" -c 'import mpi4py; from mpi4py import MPI; print("mpi4py", mpi4py.__version__, MPI.Get_library_version().splitlines()[0])'
