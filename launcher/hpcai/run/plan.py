@@ -387,12 +387,13 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     if check:
         runtime.prefetch(opts.image)  # an engine answers while the binds are worked out
     # the fabric profile's defaults, the site's own values over them, the user's over both
-    container_env = {**profile_env(site.fabric_profile, site.gpu), **site.env, **parse_env(opts.env, env_now)}
+    user_env = parse_env(opts.env, env_now)
+    container_env = {**profile_env(site.fabric_profile, site.gpu), **site.env, **user_env}
     secret_env = secret_items(container_env)  # by name or by value (URL user-info, AccountKey=…)
     container_env = {k: v for k, v in container_env.items() if k not in secret_env}
     binds, warnings = site_binds(site, host)
     if hooks_on(site, runtime):  # ce: its own hooks bring the host fabric, not hpcai's swap
-        binds, container_env = without_swap(site, binds, container_env, keep=parse_env(opts.env, env_now))
+        binds, container_env = without_swap(site, binds, container_env, keep=user_env)
     if opts.runtime and site.runtimes and opts.runtime not in site.runtimes:
         warnings.append(f"site {site.name} lists the runtimes {', '.join(site.runtimes)}; "
                         f"{opts.runtime} may not be installed there")
