@@ -161,6 +161,25 @@ def mpich_cpu_image(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
+def ch_squashfs():
+    """ch_squashfs(docker_tag, mount_points="") -> the image as a Charliecloud SquashFS file for
+    ch-run, made by tests/infra/ch-image.sh (ch-convert; cached by image id in HPCAI_CH_CACHE, so
+    each image is converted once). mount_points: folders to make in it (HPCAI_CH_MOUNT_POINTS)."""
+    cache = Path(os.environ.get("HPCAI_CH_CACHE", "/var/tmp/hpcai-ch"))
+    env = {**os.environ, "USER": os.environ.get("USER") or "root"}  # ch-run refuses to run without USER
+
+    def convert(tag: str, mount_points: str = "") -> str:
+        res = subprocess.run(["bash", str(REPO / "tests/infra/ch-image.sh"), tag, str(cache)], capture_output=True,
+                             text=True, timeout=1200, check=False,
+                             env={**env, "HPCAI_CH_MOUNT_POINTS": mount_points} if mount_points else env)
+        if res.returncode != 0:
+            pytest.fail(f"ch-image.sh {tag} failed:\n{res.stderr[-4000:]}")
+        return res.stdout.strip().splitlines()[-1]
+
+    return convert
+
+
+@pytest.fixture(scope="session")
 def tensorflow_cpu_image(tmp_path_factory) -> str:
     """Tag of the real tensorflow-cpu image, built once per session."""
     return os.environ.get("HPCAI_TENSORFLOW_CPU_IMAGE") or build_image(

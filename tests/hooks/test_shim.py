@@ -100,6 +100,20 @@ def test_docker_gets_a_name_and_variable_names_not_values(shell, engine, workdir
     assert len(forwarded) == len(set(forwarded)) and not any("=" in f for f in forwarded)
 
 
+def test_charliecloud_ranks_of_a_node_name_their_peer_group(shell, engine):
+    """ch-run --join-tag: one name per job, run and node (ch-run's own default, SLURM_STEP_ID, is
+    "0" for every job's first step), the rank's environment inherited as it is."""
+    res = shim(shell, ["--kind", "charliecloud", "--name", "hpcai-{jobid}-r-{node}"],
+               [engine, "--join-ct=4", "--set-env", "img.sqfs", "--", "x"], {**SLURM, "SLURMD_NODENAME": "nid004"})
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["argv"] == ["--join-tag=hpcai-99-r-nid004", "--join-ct=4", "--set-env", "img.sqfs", "--", "x"]
+    assert out["env"]["RANK"] == "5" and out["env"]["SLURM_PROCID"] == "5"
+    bare = json.loads(shim(shell, ["--kind", "charliecloud", "--name", "g-{node}"], [engine, "i"], {}).stdout)
+    host = Path("/proc/sys/kernel/hostname").read_text().strip().split(".")[0]
+    assert bare["argv"] == [f"--join-tag=g-{host}", "i"]  # no Slurm: the kernel's host name
+
+
 def test_apptainer_gets_apptainerenv(shell, engine):
     res = shim(shell, ["--kind", "apptainer", "--pass", "SLINGSHOT_*"], [engine, "exec", "i", "x"],
                {**SLURM, "APPTAINERENV_RANK": "user"})

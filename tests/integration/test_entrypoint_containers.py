@@ -282,24 +282,6 @@ def test_docker_check_reports_host_fabric_and_fails_on_unusable_one(image, host_
 # --- Charliecloud ---------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def ch_squashfs():
-    """ch_squashfs(docker_tag) -> the image as a Charliecloud SquashFS file for ch-run.
-
-    Made by tests/infra/ch-image.sh (ch-convert; cached by image id in HPCAI_CH_CACHE, the
-    same cache the Slurm launch tests use, so the pytorch-cpu image is converted once).
-    """
-    cache = Path(os.environ.get("HPCAI_CH_CACHE", "/var/tmp/hpcai-ch"))
-    env = {**os.environ, "USER": os.environ.get("USER") or "root"}
-
-    def convert(tag: str) -> Path:
-        proc = sh("bash", str(REPO / "tests/infra/ch-image.sh"), tag, str(cache), env=env, timeout=1200)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        return Path(proc.stdout.strip().splitlines()[-1])
-
-    return convert
-
-
-@pytest.fixture(scope="module")
 def ch_dir(tmp_path_factory):
     """ch_dir(docker_tag) -> the image as a Charliecloud directory image (ch-convert tar -> dir).
 
@@ -354,7 +336,7 @@ def ch_probe(root: Path, job: str, *, binds: dict[Path, str] = {},
 @pytest.mark.charliecloud
 def test_charliecloud_own_host_and_ss_copies_are_mapped(image, ss_image, own_libfabric, host_lib,
                                                         ch_squashfs, ch_dir, ch_job, tmp_path):
-    root = ch_squashfs(image)
+    root = Path(ch_squashfs(image))
     empty = tmp_path / "empty"
     empty.mkdir()
     own = ch_probe(root, ch_job, binds={empty: "/host/lib"})
@@ -374,7 +356,7 @@ def test_charliecloud_own_host_and_ss_copies_are_mapped(image, ss_image, own_lib
 @pytest.mark.charliecloud
 def test_charliecloud_bad_host_dir_never_breaks_the_launch(image, own_libfabric, host_lib, ch_squashfs,
                                                            ch_job, tmp_path):
-    root = ch_squashfs(image)
+    root = Path(ch_squashfs(image))
     name = next(p.name for p in host_lib.iterdir() if not p.is_symlink())
     lib = lib_copy(host_lib, tmp_path / "two", {
         name: None, "libfabric.so.1.9.9": None, "libfabric.so.1.99.0": "/nonexistent/x"})

@@ -29,7 +29,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-CH_CACHE = Path(os.environ.get("HPCAI_CH_CACHE", "/var/tmp/hpcai-ch"))
 ENV = {**os.environ, "USER": os.environ.get("USER") or "root"}  # ch-run refuses to run without USER
 MARK = "hpcai test: the host's MPI, not the image's"
 # the bind destinations ch-run needs in the read-only SquashFS (tests/infra/ch-image.sh adds them)
@@ -208,12 +207,9 @@ def test_an_open_mpi_image_is_refused_in_one_line(pytorch_cpu_image, site, hpcai
 
 
 @pytest.fixture(scope="module")
-def mpich_squashfs(mpich_cpu_image) -> str:
+def mpich_squashfs(mpich_cpu_image, ch_squashfs) -> str:
     """The MPICH image as a Charliecloud SquashFS, with /host/mpi/{lib,dep0} as mount points."""
-    res = run("bash", str(REPO / "tests/infra/ch-image.sh"), mpich_cpu_image, str(CH_CACHE), timeout=1200,
-              env={**ENV, "HPCAI_CH_MOUNT_POINTS": CH_MOUNT_POINTS})
-    assert res.returncode == 0, res.stderr[-3000:]
-    return res.stdout.strip().splitlines()[-1]
+    return ch_squashfs(mpich_cpu_image, CH_MOUNT_POINTS)
 
 
 @pytest.mark.slurm

@@ -25,7 +25,6 @@ import pytest
 from engines import CLUSTER_MPI_OPTIONS
 
 REPO = Path(__file__).resolve().parents[2]
-CH_CACHE = Path(os.environ.get("HPCAI_CH_CACHE", "/var/tmp/hpcai-ch"))
 ENV = {**os.environ, "USER": os.environ.get("USER") or "root"}  # ch-run refuses to run without USER
 # Seconds for one `hpcai launch`; every job here takes well under a minute. (No pytest timeout
 # marks: they would also count the one-time image build and SquashFS conversion in the fixtures.)
@@ -53,20 +52,10 @@ print("MPI", comm.Get_rank(), comm.Get_size(), total, MPI.Get_library_version().
 """
 
 
-@pytest.fixture(scope="session")
-def ch_squashfs(pytorch_cpu_image) -> str:
-    """The pytorch-cpu image as a Charliecloud SquashFS, converted once per image id."""
-    res = subprocess.run(["bash", str(REPO / "tests" / "infra" / "ch-image.sh"), pytorch_cpu_image,
-                          str(CH_CACHE)], capture_output=True, text=True, env=ENV, timeout=1200)
-    if res.returncode != 0:
-        pytest.fail(f"ch-image.sh {pytorch_cpu_image} failed:\n{res.stderr[-4000:]}")
-    return res.stdout.strip()
-
-
 @pytest.fixture
 def image_for(request, pytorch_cpu_image):
     def pick(runtime: str) -> str:
-        return request.getfixturevalue("ch_squashfs") if runtime == "charliecloud" else pytorch_cpu_image
+        return request.getfixturevalue("ch_squashfs")(pytorch_cpu_image) if runtime == "charliecloud" else pytorch_cpu_image
     return pick
 
 

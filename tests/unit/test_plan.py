@@ -127,11 +127,32 @@ def test_charliecloud_with_entrypoint_needs_no_shim(tmp_path):
     i = plan.argv.index("ch-run")
     assert plan.argv[i:i + 5] == ["ch-run", "--set-env", "--env-no-expand", "--set-env=MASTER_ADDR=nid001234",
                                   f"--set-env=MASTER_PORT={4242 % 4536 + 61000}"]
-    jsc = plan_launch(opts(tmp_path, site="jsc-ib", runtime="charliecloud"), host=FakeHost(), check=False)
+    jsc = plan_launch(opts(tmp_path, site="jsc-ib", runtime="charliecloud", cmd=("hostname",)), host=FakeHost(),
+                      check=False)  # 4 ranks per node: an MPI payload would join them (through the shim)
     assert "--set-env=HPCAI_MASTER_ADDR_SUFFIX=i" in jsc.argv and "--set-env=MASTER_PORT=7010" in jsc.argv
     bare = plan_launch(opts(tmp_path, site="generic-slurm", runtime="charliecloud", cmd=("true",),
                             no_entrypoint=True), host=FakeHost(), check=False)
     assert SHIM_PATH in bare.argv  # no entrypoint: the shim sets the rank variables
+
+
+def test_charliecloud_mpi_ranks_of_a_node_share_one_container(tmp_path):
+    """ch-run --join for an MPI world (srun, mpiexec) with ranks sharing a node (CMA needs one user namespace):
+    the peer count in argv, the group's name per node from the shim; never for a command that
+    starts no MPI world (its ranks may end before the others start, and --join needs them all)."""
+    plan = plan_launch(opts(tmp_path, site="generic-slurm", runtime="charliecloud", nodes=2, ntasks_per_node=2,
+                            payload="mpi-allreduce"), host=FakeHost(), check=False)
+    i = plan.argv.index(SHIM_PATH)
+    assert plan.argv[i + 1:i + 5] == ["--kind", "charliecloud", "--name", "hpcai-{jobid}-run-{node}"]
+    assert runtime_part(plan.argv)[:2] == ["ch-run", "--join-ct=2"]
+    cmd = plan_launch(opts(tmp_path, site="generic-slurm", runtime="charliecloud", nodes=2, ntasks_per_node=2,
+                           cmd=("hostname",)), host=FakeHost(), check=False)
+    assert SHIM_PATH not in cmd.argv and not any(t.startswith("--join") for t in cmd.argv)
+    mpi = plan_launch(opts(tmp_path, site="generic-slurm", runtime="charliecloud", nodes=2, ntasks_per_node=2,
+                           cmd=("python", "x.py"), mpi="pmix"), host=FakeHost(), check=False)
+    assert "--join-ct=2" in mpi.argv  # --mpi: the command is an MPI world
+    one = plan_launch(opts(tmp_path, site="generic-slurm", runtime="charliecloud", nodes=2,
+                           payload="mpi-allreduce"), host=FakeHost(), check=False)
+    assert not any(t.startswith("--join") for t in one.argv)  # one rank per node: nothing to share
 
 
 def test_srun_docker_names_containers_per_rank_through_the_shim(tmp_path):

@@ -429,6 +429,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         binds=tuple(binds), env=tuple(container_env.items()), secret_names=tuple(secret_env),
         gpu=gpu, containall=site.containall, cleanenv=site.cleanenv, apptainer_command=site.apptainer_command,
         labels=(("hpcai.run", run_dir.name),) if runtime.engine else (),
+        peers=geom.ntasks_per_node if _mpi_world(call, opts, geom) else 1,
         # ch-convert always writes /ch/environment; a hand-made image folder may lack it.
         image_env=not Path(opts.image).is_dir() or (Path(opts.image) / "ch" / "environment").is_file(),
         fabric_hooks=hooks_on(site, runtime), mpi=labels.get("hpcai.mpi", ""), run_dir=str(run_dir))
@@ -517,7 +518,7 @@ def _plan_step(plan: LaunchPlan, spec: Any, runtime: Runtime, backend: Backend, 
         plan.warnings += [warn] if warn else []
     if plan.job_id or site.master_port:
         plan.master_port = hostnames.master_port(plan.job_id, site.master_port)
-    if not _needs_shim(runtime, site, backend, opts):
+    if not _needs_shim(runtime, site, backend, opts, spec):
         # ch-run (and apptainer without --cleanenv) inherit SLURM_*; the image's entrypoint turns
         # them into rank variables, so no per-rank shim is needed.
         extra = {"MASTER_ADDR": plan.master_addr, "MASTER_PORT": plan.master_port,
@@ -532,7 +533,7 @@ def _plan_step(plan: LaunchPlan, spec: Any, runtime: Runtime, backend: Backend, 
         shim_dir, log_dir = str(Path(host.shim()[-1]).parent), str(run_dir / record.LOGS)
         spec = _replace(spec, binds=(*spec.binds, (shim_dir, f"{shim_dir}:ro"), (log_dir, log_dir)))
     plan.argv = backend.prefix(g) + _step_options(plan, runtime, spec) + wrap(
-        _shim(host, runtime, site, plan, run_dir, backend) + ["--"] + runtime.argv(spec))
+        _shim(host, runtime, site, plan, run_dir, backend, _joins(runtime, spec)) + ["--"] + runtime.argv(spec))
     return plan
 
 
@@ -560,21 +561,35 @@ def _step_options(plan: LaunchPlan, runtime: Runtime, spec: Any) -> list[str]:
     return list(part.options)
 
 
-def _needs_shim(runtime: Runtime, site: SiteProfile, backend: Backend, opts: LaunchOptions) -> bool:
-    """The rank shim is needed for per-rank container names and environment forwarding, for
-    PALS logs, for --per-gpu worlds, and when no entrypoint will set the rank variables."""
-    return (runtime.engine or backend.shim_logs or opts.per_gpu or opts.no_entrypoint
+def _mpi_world(call: PayloadCall, opts: LaunchOptions, geom: Geometry) -> bool:
+    """The ranks form one MPI world: a payload that needs MPI, or a command given an MPI plugin
+    (--mpi). Only then do a node's ranks share a charliecloud container: they all start before
+    any ends (MPI_Init waits for every rank), which ch-run's --join needs (see its runtime)."""
+    return not geom.per_gpu and (call.needs_mpi or opts.mpi not in (None, "none"))
+
+
+def _joins(runtime: Runtime, spec: Any) -> bool:
+    """The ranks on one node join one container, a peer group named per node (charliecloud)."""
+    return getattr(runtime, "joins", False) and spec.peers > 1
+
+
+def _needs_shim(runtime: Runtime, site: SiteProfile, backend: Backend, opts: LaunchOptions, spec: Any) -> bool:
+    """The rank shim is needed for per-rank container names and environment forwarding, for the
+    name of a node's peer group, for PALS logs, for --per-gpu worlds, and when no entrypoint will
+    set the rank variables."""
+    return (runtime.engine or _joins(runtime, spec) or backend.shim_logs or opts.per_gpu or opts.no_entrypoint
             or runtime.clean_env(site))
 
 
 def _shim(host: Host, runtime: Runtime, site: SiteProfile, plan: LaunchPlan, run_dir: Path,
-          backend: Backend) -> list[str]:
+          backend: Backend, joins: bool) -> list[str]:
     # Format: /bin/sh …/entrypoints/hpcai-shim --kind docker --name hpcai-{jobid}-RUN-{rank} --pass 'SLURM_*'
     #         [--suffix i] [--master-addr A] [--port P] [--per-gpu] --exit-dir RUN/logs
+    # (charliecloud: --name hpcai-{jobid}-RUN-{node}, the node's peer group)
     log_dir = str(run_dir / record.LOGS)
     shim = [*host.shim(), "--kind", runtime.name]
-    if runtime.engine:
-        shim += ["--name", f"hpcai-{{jobid}}-{run_dir.name}-{{rank}}"]
+    if runtime.engine or joins:
+        shim += ["--name", f"hpcai-{{jobid}}-{run_dir.name}-{{{'node' if joins else 'rank'}}}"]
     if runtime.clean_env(site):
         for pattern in site.pass_env:
             shim += ["--pass", pattern]

@@ -5,6 +5,17 @@ container without a list. A bare `--set-env` first applies the image's own ENV (
 written by ch-convert: PATH to the venv, …), which ch-run otherwise ignores; hpcai's variables
 follow and win. `--env-no-expand` keeps `$` in values literal. GPUs need the image
 prepared with `ch-fromhost --nvidia` beforehand (not done here).
+
+Ranks that share a node share one container (`--join-ct=N --join-tag=T`, ch-run(1) "--join"):
+each ch-run otherwise makes its own user namespace, and the kernel refuses process_vm_readv
+between sibling namespaces, so Open MPI's single-copy path (CMA) is off ("CMA is not available
+due to different user namespaces") and large messages crawl (measured: 2 ranks, 4 MiB
+bandwidth, 11.2 GB/s joined; a 50-iteration run did not finish in 60 s apart). The tag is named
+per run and node: ch-run's default (SLURM_STEP_ID, "0" for most steps) is shared by every job's
+first step, and a peer group that was killed leaves its tag taken on the node. The rank shim
+names it (`{node}` in its --name). Only the ranks of an MPI world join (hpcai.run.plan): every
+peer must start before the first one's command ends, and with a SquashFS image the first one's
+ch-run serves the mount (FUSE) the others run in.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ class CharliecloudRuntime:
     env_prefix = ""  # ch-run passes the environment on: secrets are inherited
     image_is_file = True
     engine = False
+    joins = True  # ranks on one node join one container (a peer group, see above)
 
     def clean_env(self, site) -> bool:
         return False  # ch-run inherits SLURM_* and the rest
@@ -30,8 +42,12 @@ class CharliecloudRuntime:
         return {}
 
     def argv(self, spec: ContainerSpec) -> list[str]:
-        # Format: ch-run -b /usr:/host/usr --set-env --env-no-expand --set-env=K=V IMG -- ENTRY CMD…
+        # Format: ch-run [--join-ct=N [--join-tag=T]] -b /usr:/host/usr --set-env --env-no-expand
+        #                --set-env=K=V IMG -- ENTRY CMD…
         argv = [self.binary]
+        if spec.peers > 1:
+            argv.append(f"--join-ct={spec.peers}")
+            argv += [f"--join-tag={spec.name}"] if spec.name else []
         for src, dst in spec.binds:
             dst = dst.split(":", 1)[0]  # ch-run -b has no :ro/:rw (a bind is as writable as SRC)
             argv += ["-b", src if src == dst else f"{src}:{dst}"]
