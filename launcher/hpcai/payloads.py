@@ -245,11 +245,12 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
     downloads = raw.get("downloads", [])
     if not isinstance(downloads, list) or not all(isinstance(d, str) for d in downloads):
         raise UsageError(f"{where}: downloads must be a list of component names")
-    from hpcai.image.components import manifest as components
+    if downloads:  # the component names are read only when there is something to check
+        from hpcai.image.components import names
 
-    for component in downloads:
-        if component not in components():
-            raise unknown(f"component in {where} downloads:", component, components())
+        for component in downloads:
+            if component not in names():
+                raise unknown(f"component in {where} downloads:", component, names())
     if raw.get("geometry", "per-gpu") not in GEOMETRIES:
         raise UsageError(f"{where}: geometry {raw.get('geometry')!r}; valid: {', '.join(GEOMETRIES)}")
     install = raw.get("install", {})

@@ -184,6 +184,37 @@ def test_launch_imports_no_pydantic(tmp_path):
     assert res.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_launch_imports_only_its_own_cli_module(tmp_path):
+    """cli.main.COMMANDS names the module of each command: `hpcai launch` imports launch's only."""
+    from hpcai.cli import main
+
+    for module in main.MODULES:
+        app = main._build_app((module,))
+        names = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
+        assert names == {name for name, m in main.COMMANDS.items() if m == module}, module
+    assert set(main.MODULES) == set(main.COMMANDS.values())
+    code = ("import sys\nfrom hpcai.cli.main import run\ntry:\n    run(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('hpcai.cli.')))")
+    res = subprocess.run([sys.executable, "-c", code, "launch", "--dry-run", "--site", "generic-slurm", "--image",
+                          "x.sif", "-o", str(tmp_path / "r"), "--cmd", "--", "true"],
+                         capture_output=True, text=True, check=False)
+    assert res.stdout.strip().splitlines()[-1] == "['hpcai.cli.launch', 'hpcai.cli.main']", res.stderr
+
+
+def test_image_hint_from_the_raw_command_line(monkeypatch):
+    """What `hpcai launch` asks the engine about before typer parses (options.hint): the last
+    value of the option before `--`, else its environment variable."""
+    from hpcai.run.options import hint
+
+    monkeypatch.delenv("HPCAI_IMAGE", raising=False)
+    assert hint(["-N", "2", "--image", "a", "--image=b", "sanity"], "image") == "b"
+    assert hint(["-i", "c", "--cmd", "--", "x", "--image", "d"], "image") == "c"
+    assert hint(["--cmd", "--", "--image", "d"], "image") is None
+    assert hint(["--image"], "image") is None
+    monkeypatch.setenv("HPCAI_RUNTIME", "podman")
+    assert hint([], "runtime") == "podman"
+
+
 def test_profile_reaches_the_runner_and_the_record(hpcai, tmp_path):
     res = hpcai("launch", "--json", "--site", "generic-slurm", "--image", "x.sif", "-o", str(tmp_path / "r"),
                 "--profile", "quick", "hf-clm", "steps=2")

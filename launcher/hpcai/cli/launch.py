@@ -119,6 +119,18 @@ def _describe(plan) -> None:
         say(f"# warning: {w}")
 
 
+def prefetch_hint(args: list[str]) -> None:
+    """`hpcai launch …` that will run: ask the engine about the image before typer even loads,
+    from the raw words (options.hint). launch_cmd asks again with the parsed values: the same
+    question is not asked twice, and an answer nobody collects is dropped at exit."""
+    from hpcai.run.options import AS_JSON, DRY_RUN, hint
+
+    before = args[:args.index("--")] if "--" in args else args
+    if any(flag in before for o in (DRY_RUN, AS_JSON) for flag in o.flags) or "--help" in before:
+        return  # nothing will start: the image need not even be here
+    _prefetch(hint(args, "runtime"), hint(args, "image"))
+
+
 def _prefetch(runtime: object, image: object) -> None:
     """Ask the container engine about the image now: it answers while hpcai imports and plans."""
     from hpcai.run.runtimes import RUNTIMES, get_runtime

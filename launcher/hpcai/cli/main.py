@@ -20,11 +20,20 @@ if TYPE_CHECKING:
 _APP: Any = None
 
 
-def _build_app() -> Any:
+# Which module under hpcai.cli registers each command or group: `hpcai launch` imports only
+# launch's (a unit test checks this table against what the modules register).
+COMMANDS = {"build": "build", "render": "build", "versions": "build", "inspect": "build", "sif": "build",
+            "sqsh": "sqsh", "edf": "edf", "launch": "launch", "submit": "launch", "sweep": "sweep",
+            "payloads": "payloads", "results": "results", "sites": "sites", "doctor": "doctor"}
+MODULES = ("build", "sqsh", "edf", "launch", "sweep", "payloads", "results", "sites", "doctor")  # help's order
+
+
+def _build_app(modules: tuple[str, ...] = MODULES) -> Any:
+    import importlib
+
     import typer
 
     from hpcai import __version__
-    from hpcai.cli import build, doctor, edf, launch, payloads, results, sites, sqsh, sweep
 
     app = typer.Typer(
         name="hpcai",
@@ -49,8 +58,8 @@ def _build_app() -> Any:
     ) -> None:
         """hpcai: images (build, render, sif), launching (launch, submit, sweep), results."""
 
-    for module in (build, sqsh, edf, launch, sweep, payloads, results, sites, doctor):
-        module.register(app)
+    for name in modules:
+        importlib.import_module(f"hpcai.cli.{name}").register(app)
     return app
 
 
@@ -79,13 +88,13 @@ def _only(app: Any, name: str | None) -> Any:
 
 
 def plain_values(command: Any) -> None:
-    """Give each str, int, float, bool and list[str] parameter of COMMAND (a click command or
+    """Give each str, int, float, bool, list[str], Path and list[Path] parameter of COMMAND (a click command or
     group, and its subcommands) a plain Python conversion in typer's own runtime-parameter shape.
 
     typer 0.29 converts every parameter value through a pydantic TypeAdapter it builds on first
     use (typer.core.TyperParameter.get_runtime_param); there is no setting to turn that off, and
     `typer._adapters` imports pydantic at its top: ~70 ms of each `hpcai launch` on the 2-core
-    test machine, against a 0.8-1.3 s 8-rank job (docs/development.md). Richer types (paths, bounds, choices, parsers) keep
+    test machine, against a 0.8-1.3 s 8-rank job (docs/development.md). Richer types (path checks, bounds, choices, parsers) keep
     typer's own conversion, so pydantic is imported only by the commands that have them. Where
     typer has no such internals (another version), nothing changes: typer converts as it always
     does. Error messages are pydantic's words, so the output does not depend on the path taken.
@@ -94,9 +103,11 @@ def plain_values(command: Any) -> None:
         from typer._click.core import Context
         from typer._coercion import RuntimeParam
         from typer._click.exceptions import BadParameter
+        from typer._param_types import _path_options_requested
     except ImportError:  # pragma: no cover - another typer: its own conversion applies
         return
     from dataclasses import dataclass
+    from pathlib import Path
 
     words = {int: "a valid integer, unable to parse string as an integer",
              float: "a valid number, unable to parse string as a number",
@@ -113,14 +124,15 @@ def plain_values(command: Any) -> None:
     class Plain(RuntimeParam):
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
             kind = self.annotation
-            if isinstance(value, (list, tuple)):  # list[str]: several values
-                return [str(v) for v in value]
+            if isinstance(value, (list, tuple)):  # list[str], list[Path]: several values
+                return [Path(v) if kind == list[Path] else str(v) for v in value]
             try:
-                return to_bool(value) if kind is bool else kind(value) if kind in words else str(value)
+                return (to_bool(value) if kind is bool else kind(value) if kind in words
+                        else Path(value) if kind is Path else str(value))
             except (ValueError, KeyError):
                 raise BadParameter(f"Input should be {words[kind]}", ctx=ctx, param=param) from None
 
-    plain = (str, int, float, bool, list[str])
+    plain = (str, int, float, bool, list[str], Path, list[Path])
     for cmd in [command, *getattr(command, "commands", {}).values()]:
         if cmd is not command and hasattr(cmd, "commands"):
             plain_values(cmd)
@@ -133,6 +145,8 @@ def plain_values(command: Any) -> None:
             info = desc.parameter_info
             if info.parser is not None or info.min is not None or info.max is not None or desc.file_annotation:
                 continue
+            if desc.annotation in (Path, list[Path]) and _path_options_requested(info):
+                continue  # exists=, resolve_path=, …: typer's own checks
             param._runtime_param = Plain(parameter_info=info, annotation=desc.annotation)
 
 
@@ -188,10 +202,15 @@ def run(argv: list[str] | None = None, fast_exit: bool = False) -> None:
     by then every record file is written and closed. Other commands exit normally (atexit
     handlers, temporary folders). Tests calling run() in-process leave it off.
     """
-    from hpcai.cli import launch
-
     args = sys.argv[1:] if argv is None else list(argv)
     fast_exit = fast_exit and args[:1] == ["launch"]
+    name = args[0] if args else None
+    if COMMANDS.get(name) == "launch":  # launch, submit
+        from hpcai.cli import launch
+
+        launch.RAW_ARGS = args
+        if name == "launch":
+            launch.prefetch_hint(args[1:])  # the engine answers while typer loads
     import typer
 
     try:  # typer >= 0.26 vendors click
@@ -202,8 +221,9 @@ def run(argv: list[str] | None = None, fast_exit: bool = False) -> None:
     exits = tuple({typer.Exit, getattr(click_exc, "Exit", typer.Exit)})
     aborts = tuple({typer.Abort, getattr(click_exc, "Abort", typer.Abort)})
 
-    launch.RAW_ARGS = args
-    command = typer.main.get_command(_only(__getattr__("app"), args[0] if args else None))
+    # a known command: only its module's commands are made (the others' imports cost each run)
+    app = _build_app((COMMANDS[name],)) if name in COMMANDS else __getattr__("app")
+    command = typer.main.get_command(_only(app, name))
     plain_values(command)
     try:
         rv = command.main(args=args, prog_name="hpcai", standalone_mode=False)

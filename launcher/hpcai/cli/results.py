@@ -66,9 +66,7 @@ def parse_cmd(
     gpus: Optional[int] = typer.Option(None, "--gpus", help="GPUs of the run (HF TFLOP/s per GPU)."),
 ) -> None:
     """Parse log files with a payload's parser and print the metrics (logs of any size: read once, line by line)."""
-    from hpcai.console import cell, err, plain
     from hpcai.errors import UsageError
-    from hpcai.results import tflops
     from hpcai.results.parsers import parse_files, parser_for_payload, summary
 
     if rows and not as_json:
@@ -81,11 +79,15 @@ def parse_cmd(
             raise UsageError(f"--var must look like NAME=VALUE, got {item!r}")
         facts[key] = value
     if facts or gpus:
+        from hpcai.results import tflops
+
         tflops.add_to_result(result, {"payload_vars": facts, "nodes": 1, "gpus_per_node": gpus})
-    if as_json:  # written as is: rich would scan every character of a long --rows document
-        emit_json(summary(result, rows))
+    if as_json:  # written as is (rich would scan every character of a long --rows document), and
+        emit_json(summary(result, rows))  # rich is not even imported
         return
     from rich.table import Table
+
+    from hpcai.console import cell, err, plain
 
     table = Table(title=cell(f"{result.parser}: {', '.join(map(str, files))}"))
     for col in ("metric", "value", "unit", "better", "formula"):

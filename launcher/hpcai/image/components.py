@@ -133,6 +133,11 @@ def _raw() -> dict:
     return tomllib.loads(package_file("image", "components.toml").read_text())
 
 
+def names() -> list[str]:
+    """The component names, in the file's order, without checking their records (manifest() does)."""
+    return list(_raw()["components"])
+
+
 @functools.cache
 def manifest() -> dict[str, Component]:
     """Every record of components.toml, in the file's order (the stack's build order), checked."""

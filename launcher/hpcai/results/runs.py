@@ -199,6 +199,17 @@ def _evaluate(run_dir: Path, plan: dict[str, Any]) -> dict[str, Any]:
     return result.to_dict()
 
 
+def prepare(payload: str) -> None:
+    """Import what finalize() reads PAYLOAD's record with (its parser, the runner's metric rules),
+    so that a launch can do it while the ranks run rather than after (benchmarks/launch_overhead.py)."""
+    from hpcai import payloads
+    from hpcai.results import energy, tflops  # noqa: F401 - imported for finalize
+    from hpcai.results.parsers import _module, parser_for_payload
+
+    _module(parser_for_payload(payload))
+    payloads._runner()
+
+
 def finalize(run_dir: Path | str) -> ParseResult | None:
     """Parse a finished run's logs into metrics.json; returns the result, or None on failure."""
     run_dir = Path(run_dir)

@@ -107,6 +107,20 @@ def _digest(plan: LaunchPlan) -> str | None:
     return None
 
 
+def _while_running(plan: LaunchPlan, digest: dict[str, str | None]) -> None:
+    """While the ranks run (this process waits on them): the image digest for plan.json (a SIF
+    can be many GB), then the imports that parsing the record will need, so that the launch ends
+    as soon after its ranks as it can."""
+    digest["d"] = _digest(plan)
+    if plan.payload != "cmd":
+        from hpcai.results.runs import prepare
+
+        try:
+            prepare(plan.payload)
+        except Exception:  # noqa: BLE001 - only a head start: finalize reports any real fault
+            pass
+
+
 def _start_record(run_dir: Path, plan: LaunchPlan, plan_data: dict, status: record.RunStatus) -> None:
     """Claim the record's logs folder, set space aside for its final files and say "running";
     a disk too full for that stops the launch before anything starts, leaving nothing behind."""
@@ -173,7 +187,7 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
     writes = _Writes(run_dir)
     data: dict = {}
     digest: dict[str, str | None] = {}
-    hasher = threading.Thread(target=lambda: digest.setdefault("d", _digest(plan)), daemon=True)
+    hasher = threading.Thread(target=_while_running, args=(plan, digest), daemon=True)
 
     def write_plan() -> None:  # once the ranks are starting: this is not on their critical path
         data.update(plan_data, image_digest=None)
