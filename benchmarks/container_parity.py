@@ -261,8 +261,10 @@ def main() -> int:
                 m = statistics.median(vals)
                 ratio = m / hm
                 cells.append(f"{m:10.4g} ({ratio:5.3f}x)")
+                # the spread of each side, so a miss can be read against the run-to-run noise
                 figure(name, ratio, TARGETS[w.better], "x", w.better,
-                       note=f"{r} {m:.4g} vs host {hm:.4g} {units[w.label]}, median of {len(vals)}")
+                       note=f"{r} {m:.4g} ({min(vals):.4g}-{max(vals):.4g}) vs host {hm:.4g} "
+                            f"({min(host):.4g}-{max(host):.4g}) {units[w.label]}, medians of {len(vals)}")
             else:
                 why = errors.get((w.label, r)) or errors.get((w.label, "host")) or "no run"
                 cells.append(f"{'failed':>22}")

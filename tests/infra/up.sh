@@ -9,6 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 bash "$here/install-packages.sh" all  # one apt-get call for everything
 bash "$here/docker-up.sh"
+bash "$here/reclaim.sh"  # older revisions' images and the files made from them
 # Podman is optional on a workstation (its tests then skip), required on CI.
 if ! bash "$here/podman-up.sh"; then
   [ "${HPCAI_REQUIRE_ENGINES:-0}" = 1 ] && exit 1

@@ -8,6 +8,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,8 @@ from test_plan_helpers import CRAY, check_golden
 from hpcai.run.options import options_argv
 from hpcai.run.submit import sbatch_script
 from hpcai.run.plan import LaunchOptions, plan_launch
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_dry_run_prints_command_on_stdout_site_on_stderr(hpcai, tmp_path):
@@ -182,6 +185,21 @@ def test_launch_imports_no_pydantic(tmp_path):
                          capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_results_parse_json_imports_neither_pydantic_nor_rich():
+    """`results parse --json` on a big log is timed with its start-up (benchmarks/parse_throughput.py):
+    its Path and int parameters are converted plainly (no pydantic), and JSON is written without rich.
+    The values still arrive as typer's own conversion gives them: a Path, a list of Paths."""
+    log = REPO / "tests" / "fixtures" / "logs" / "nccl_allreduce_2.21.log"
+    code = ("import sys\nfrom hpcai.cli.main import run\ntry:\n    run(sys.argv[1:])\nexcept SystemExit as e:\n"
+            "    assert e.code in (0, None), e.code\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'rich'}))")
+    res = subprocess.run([sys.executable, "-c", code, "results", "parse", "-p", "nccl-tests", "--json", str(log)],
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    *doc, modules = res.stdout.strip().splitlines()
+    assert modules == "[]" and json.loads("\n".join(doc))["parser"] == "nccl-tests"
 
 
 def test_launch_imports_only_its_own_cli_module(tmp_path):
