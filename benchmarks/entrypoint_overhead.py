@@ -13,9 +13,10 @@ Two measurements, median of N runs each, interleaved so drift hits both sides al
 3. --local: part 1 on this machine without any container, with the repository's
    entrypoints/ (a quick check where Docker is absent or busy).
 
-Usage: benchmarks/entrypoint_overhead.py --image TAG [--runs 20] [--host-lib DIR]
+Usage: benchmarks/entrypoint_overhead.py [--image TAG] [--runs 20] [--host-lib DIR]
        benchmarks/entrypoint_overhead.py --local [--runs 20] [--host-lib DIR]
-       (TAG defaults to $HPCAI_PYTORCH_CPU_IMAGE; the image needs python3 for part 1.)
+       (TAG defaults to $HPCAI_PYTORCH_CPU_IMAGE, else the newest local pytorch-cpu image; the
+       image needs python3 for part 1.)
 Exit status 1 when the in-container difference is above --limit-ms (default 10).
 """
 
@@ -32,6 +33,7 @@ import time
 from pathlib import Path
 
 from _report import figure
+from launch_overhead import default_image
 
 ENTRY = "/opt/hpcai/bin/hpcai-entrypoint"
 SLURM_ENV = {
@@ -110,8 +112,8 @@ def docker_run(image: str, runs: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--image", default=os.environ.get("HPCAI_PYTORCH_CPU_IMAGE"),
-                        help="image with hpcai-entrypoint (default: $HPCAI_PYTORCH_CPU_IMAGE)")
+    parser.add_argument("--image", help="image with hpcai-entrypoint (default: $HPCAI_PYTORCH_CPU_IMAGE, "
+                                        "else the newest local pytorch-cpu image)")
     parser.add_argument("--runs", type=int, default=20, help="runs per side (default 20)")
     parser.add_argument("--host-lib", help="a host libfabric dir to mount at /host/lib")
     parser.add_argument("--limit-ms", type=float, default=10.0, help="target (default 10 ms)")
@@ -130,8 +132,9 @@ def main() -> None:
                note=f"median of {args.runs}, repository's entrypoints/"
                + (", host libfabric" if args.host_lib else ""))
         sys.exit(0 if verdict == "OK" else 1)
+    args.image = args.image or default_image()
     if not args.image:
-        parser.error("--image is required (or set HPCAI_PYTORCH_CPU_IMAGE)")
+        parser.error("no image: give --image, set HPCAI_PYTORCH_CPU_IMAGE or build pytorch-cpu")
     diff = in_container(args.image, args.runs, None)
     if args.host_lib:
         diff = max(diff, in_container(args.image, args.runs, args.host_lib))
