@@ -21,7 +21,7 @@ other's segments), keeps TCP on the loopback, and makes waiting ranks yield (4 r
 on both sides alike. Runs are interleaved (host, docker, podman, …, then again) and repeated;
 the figure per runtime is the median's ratio to the host's median.
 
-    python benchmarks/container_parity.py [--quick] [--repeats 5] [--runtimes docker,podman,charliecloud]
+    python benchmarks/container_parity.py [--quick] [--repeats 5] [--runtimes docker,podman,charliecloud,pyxis]
                                           [--image TAG] [--podman-image TAG] [--out DIR]
 
 Writes DIR/parity.json (every run's value), DIR/parity.png (hpcai.results' bars: one panel per
@@ -195,13 +195,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer workloads and repeats (3)")
     ap.add_argument("--repeats", type=int, help="interleaved repeats (default 5, --quick 3)")
-    ap.add_argument("--runtimes", default="docker,podman,charliecloud")
+    ap.add_argument("--runtimes", help="comma-separated (default: docker,podman,charliecloud, and pyxis where "
+                                       "srun has the plugin)")
     ap.add_argument("--image", help="pytorch-cpu docker tag (default: $HPCAI_PYTORCH_CPU_IMAGE, else the newest)")
     ap.add_argument("--podman-image", help="the same image in podman's storage (default: copied from docker)")
     ap.add_argument("--out", type=Path, default=REPO / "build" / "bench" / "container-parity")
     args = ap.parse_args()
     repeats = args.repeats or (3 if args.quick else 5)
-    runtimes = [r for r in args.runtimes.split(",") if r]
+    runtimes = [r for r in (args.runtimes or default_runtimes()).split(",") if r]
     wl = workloads(args.quick)
 
     def skip(why: str) -> int:
@@ -229,7 +230,7 @@ def main() -> int:
     if "charliecloud" in runtimes:
         images["charliecloud"] = squashfs(image, env)
     if "pyxis" in runtimes:
-        images["pyxis"] = image
+        images["pyxis"] = sqsh(image, env)
     sides = Sides(work, venv, images, env)
 
     results: dict[str, dict[str, list[float]]] = {w.label: {s: [] for s in ["host", *runtimes]} for w in wl}
@@ -277,6 +278,28 @@ def main() -> int:
     plot(results, units, args.out / "parity.png")
     print(f"written: {args.out / 'parity.json'}, {args.out / 'parity.png'}")
     return 0
+
+
+def default_runtimes() -> str:
+    """docker, podman, charliecloud, and pyxis where this cluster's srun has the plugin."""
+    plugin = shutil.which("srun") and "--container-image" in run(["srun", "--help"], os.environ).stdout
+    return "docker,podman,charliecloud" + (",pyxis" if plugin else "")
+
+
+def sqsh(image: str, env: dict[str, str]) -> str:
+    """The docker image as an enroot SquashFS for pyxis, made by `hpcai sqsh` once per image Id (in
+    the cache the pyxis tests use)."""
+    from hpcai.image.sqsh import sqsh_name
+
+    image_id = run(["docker", "image", "inspect", "-f", "{{.Id}}", image], env).stdout.strip()
+    cache = Path(os.environ.get("HPCAI_SQSH_CACHE", "/var/tmp/hpcai-sqsh"))
+    out = cache / sqsh_name(f"{image}-{image_id.removeprefix('sha256:')[:12]}")
+    if not out.is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        res = run([*hpcai_argv(), "sqsh", image, "-o", str(out)], env, timeout=1800)
+        if res.returncode:
+            raise SystemExit(f"container_parity: hpcai sqsh {image} failed:\n{res.stderr[-1500:]}")
+    return str(out)
 
 
 def podman_copy(image: str, env: dict[str, str]) -> str:
