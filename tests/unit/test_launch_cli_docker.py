@@ -97,6 +97,17 @@ def test_missing_image_fails_before_anything_starts(hpcai_exe, tmp_path):
     assert IMAGE in res.stderr and not (tmp_path / "r").exists()
 
 
+@pytest.mark.hostile
+def test_an_image_name_like_an_option_is_an_unknown_image(hpcai_exe, tmp_path):
+    """The image is asked about (from the raw command line, before anything is parsed) after `--`:
+    `docker image inspect -- -H…` names an image, it never sets docker's options."""
+    res = subprocess.run([*hpcai_exe, "launch", "--site", "local", "--runtime", "docker", "--image=-Hunix:///x",
+                          "-o", str(tmp_path / "r"), "sanity"], capture_output=True, text=True, check=False)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith("error: unknown docker image '-Hunix:///x'; valid: ")
+    assert not (tmp_path / "r").exists()
+
+
 def test_per_gpu_copies_are_worlds_of_one(hpcai_exe, tmp_path):
     """--per-gpu without GPUs here: the copies' variables are what matters (no --gpus flag)."""
     run = tmp_path / "pergpu"

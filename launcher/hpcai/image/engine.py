@@ -21,7 +21,7 @@ def prefetch(binary: str, image: str) -> None:
         return
     try:
         _PENDING[(binary, image)] = subprocess.Popen(
-            [binary, "image", "inspect", image], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            [binary, "image", "inspect", "--", image], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
     except OSError:
         pass  # _inspect runs it again and reports why
@@ -37,7 +37,7 @@ def _inspect(binary: str, image: str) -> dict | None:
         return _SEEN[binary, image]
     try:
         proc = _PENDING.pop((binary, image), None) or subprocess.Popen(
-            [binary, "image", "inspect", image], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            [binary, "image", "inspect", "--", image], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
         out, err = proc.communicate(timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
