@@ -123,9 +123,9 @@ def prefetch_hint(args: list[str]) -> None:
     """`hpcai launch …` that will run: ask the engine about the image before typer even loads,
     from the raw words (options.hint). launch_cmd asks again with the parsed values: the same
     question is not asked twice, and an answer nobody collects is dropped at exit."""
-    from hpcai.run.options import AS_JSON, DRY_RUN, hint
+    from hpcai.run.options import AS_JSON, DRY_RUN, hint, options_part
 
-    before = args[:args.index("--")] if "--" in args else args
+    before = options_part(args)
     if any(flag in before for o in (DRY_RUN, AS_JSON) for flag in o.flags) or "--help" in before:
         return  # nothing will start: the image need not even be here
     _prefetch(hint(args, "runtime"), hint(args, "image"))

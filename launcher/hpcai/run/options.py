@@ -106,6 +106,11 @@ def plan_fields(values: dict[str, Any], table: Sequence[Opt] = PLAN) -> dict[str
     return out
 
 
+def options_part(args: Sequence[str]) -> list[str]:
+    """The words of a raw command line before `--` (after it: the user's command)."""
+    return list(args[:list(args).index("--")] if "--" in args else args)
+
+
 def hint(args: Sequence[str], name: str, table: Sequence[Opt] = PLAN) -> str | None:
     """Option NAME's value in a raw command line, read before typer parses it, so that `hpcai
     launch` can start asking the engine about the image while typer loads (~40 ms): the last
@@ -114,7 +119,7 @@ def hint(args: Sequence[str], name: str, table: Sequence[Opt] = PLAN) -> str | N
     import os
 
     opt = next(o for o in table if o.name == name)
-    words = list(args[:list(args).index("--")] if "--" in args else args)
+    words = options_part(args)
     value = None
     for i, word in enumerate(words):
         flag, eq, rest = word.partition("=")
