@@ -153,6 +153,9 @@ def test_charliecloud_mpi_ranks_of_a_node_share_one_container(tmp_path):
     one = plan_launch(opts(tmp_path, site="generic-slurm", runtime="charliecloud", nodes=2,
                            payload="mpi-allreduce"), host=FakeHost(), check=False)
     assert not any(t.startswith("--join") for t in one.argv)  # one rank per node: nothing to share
+    local = plan_launch(opts(tmp_path, site="local", runtime="charliecloud", backend="local", ntasks_per_node=2,
+                             cmd=("python", "x.py"), mpi="pmix"), host=FakeHost(), check=False)
+    assert not any(t.startswith("--join") for a in local.rank_argvs for t in a)  # worlds of one, no shim
 
 
 def test_srun_docker_names_containers_per_rank_through_the_shim(tmp_path):

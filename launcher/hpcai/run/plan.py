@@ -429,7 +429,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         binds=tuple(binds), env=tuple(container_env.items()), secret_names=tuple(secret_env),
         gpu=gpu, containall=site.containall, cleanenv=site.cleanenv, apptainer_command=site.apptainer_command,
         labels=(("hpcai.run", run_dir.name),) if runtime.engine else (),
-        peers=geom.ntasks_per_node if _mpi_world(call, opts, geom) else 1,
+        peers=geom.ntasks_per_node if _mpi_world(call, opts, geom, backend) else 1,
         # ch-convert always writes /ch/environment; a hand-made image folder may lack it.
         image_env=not Path(opts.image).is_dir() or (Path(opts.image) / "ch" / "environment").is_file(),
         fabric_hooks=hooks_on(site, runtime), mpi=labels.get("hpcai.mpi", ""), run_dir=str(run_dir))
@@ -561,11 +561,13 @@ def _step_options(plan: LaunchPlan, runtime: Runtime, spec: Any) -> list[str]:
     return list(part.options)
 
 
-def _mpi_world(call: PayloadCall, opts: LaunchOptions, geom: Geometry) -> bool:
-    """The ranks form one MPI world: a payload that needs MPI, or a command given an MPI plugin
-    (--mpi). Only then do a node's ranks share a charliecloud container: they all start before
-    any ends (MPI_Init waits for every rank), which ch-run's --join needs (see its runtime)."""
-    return not geom.per_gpu and (call.needs_mpi or opts.mpi not in (None, "none"))
+def _mpi_world(call: PayloadCall, opts: LaunchOptions, geom: Geometry, backend: Backend) -> bool:
+    """The ranks form one MPI world, started by srun or mpiexec (the local backend's ranks are
+    worlds of one): a payload that needs MPI, or a command given an MPI plugin (--mpi). Only then
+    do a node's ranks share a charliecloud container: they all start before any ends (MPI_Init
+    waits for every rank), which ch-run's --join needs, and the rank shim names their group."""
+    return (not backend.per_rank and not geom.per_gpu
+            and (call.needs_mpi or opts.mpi not in (None, "none")))
 
 
 def _joins(runtime: Runtime, spec: Any) -> bool:

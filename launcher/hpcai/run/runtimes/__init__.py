@@ -21,9 +21,9 @@ class ContainerSpec:
     command:    argv after the entrypoint (`hpcai-bench <payload> var=value…`, or the raw --cmd)
     entrypoint: hpcai-entrypoint path, or "" when the image has none (--no-entrypoint)
     payload:    payload name and its args, for runtimes that can use the image's runscript
-    name:       container name (docker/podman), or the name of the peer group that the ranks on
-                one node join (charliecloud, `peers` > 1); "" under srun, where the rank shim names it
-    peers:      ranks started on one node (charliecloud puts them in one container: see there)
+    name:       container name (docker/podman); "" under srun, where the rank shim names it
+    peers:      ranks of one MPI world started on one node (charliecloud puts them in one
+                container, whose name the rank shim gives: see there)
     secret_names: TOKEN/KEY/SECRET/PASSWORD variables; the backend that runs the ranks puts their
                 values in the environment of the runtime process (docker `-e NAME`,
                 APPTAINERENV_NAME, ch-run inherits), so they never appear in argv, `ps`, logs or

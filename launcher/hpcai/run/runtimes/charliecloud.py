@@ -42,12 +42,11 @@ class CharliecloudRuntime:
         return {}
 
     def argv(self, spec: ContainerSpec) -> list[str]:
-        # Format: ch-run [--join-ct=N [--join-tag=T]] -b /usr:/host/usr --set-env --env-no-expand
-        #                --set-env=K=V IMG -- ENTRY CMD…
+        # Format: ch-run [--join-ct=N] -b /usr:/host/usr --set-env --env-no-expand --set-env=K=V IMG
+        #                -- ENTRY CMD…   (the rank shim adds --join-tag=T after ch-run)
         argv = [self.binary]
         if spec.peers > 1:
             argv.append(f"--join-ct={spec.peers}")
-            argv += [f"--join-tag={spec.name}"] if spec.name else []
         for src, dst in spec.binds:
             dst = dst.split(":", 1)[0]  # ch-run -b has no :ro/:rw (a bind is as writable as SRC)
             argv += ["-b", src if src == dst else f"{src}:{dst}"]
