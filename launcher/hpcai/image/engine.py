@@ -14,15 +14,19 @@ _PENDING: dict = {}  # (binary, image) -> running `image inspect`
 _SEEN: dict = {}     # (binary, image) -> its answer
 
 
+def _start(binary: str, image: str) -> subprocess.Popen:
+    """`image inspect` of IMAGE, started: after `--`, so an image name never reads as an option."""
+    return subprocess.Popen([binary, "image", "inspect", "--", image], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def prefetch(binary: str, image: str) -> None:
     """Start `image inspect` now, so its ~20 ms (a Go CLI start) overlap hpcai's own start-up;
     _inspect collects the answer."""
     if (binary, image) in _PENDING or (binary, image) in _SEEN:
         return
     try:
-        _PENDING[(binary, image)] = subprocess.Popen(
-            [binary, "image", "inspect", "--", image], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
+        _PENDING[(binary, image)] = _start(binary, image)
     except OSError:
         pass  # _inspect runs it again and reports why
 
@@ -36,9 +40,7 @@ def _inspect(binary: str, image: str) -> dict | None:
     if (binary, image) in _SEEN:
         return _SEEN[binary, image]
     try:
-        proc = _PENDING.pop((binary, image), None) or subprocess.Popen(
-            [binary, "image", "inspect", "--", image], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
+        proc = _PENDING.pop((binary, image), None) or _start(binary, image)
         out, err = proc.communicate(timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise HpcaiError(f"{binary} is not usable here: {exc}") from None
