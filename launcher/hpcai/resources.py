@@ -30,13 +30,27 @@ def package_file(*parts: str) -> Path:
     return _PKG.joinpath(*parts)
 
 
+# Written by hatch_build.py when a wheel or sdist is built from a checkout (git-ignored there).
+COMMIT_STAMP = "_commit.txt"
+
+
 @functools.cache
 def git_sha() -> str:
-    """Short git sha of the checkout hpcai runs from, or 'unknown' for an installed wheel."""
+    """Short git sha (12 hex) of the checkout hpcai runs from; in an installed wheel, the commit
+    its build stamped; 'unknown' when neither says."""
     repo = _PKG.parents[1]
-    if not (repo / ".git").exists():
-        return "unknown"
-    return _head_from_files(repo / ".git") or _head_from_git(repo)
+    if (repo / ".git").exists():  # a checkout's HEAD wins over a stamp left there by an old build
+        return _head_from_files(repo / ".git") or _head_from_git(repo)
+    return _stamped_sha() or "unknown"
+
+
+def _stamped_sha() -> str | None:
+    try:
+        sha = (_PKG / COMMIT_STAMP).read_text().strip()
+    except OSError:
+        return None
+    is_sha = 7 <= len(sha) <= 40 and all(c in "0123456789abcdef" for c in sha)
+    return sha if is_sha else None
 
 
 def _head_from_files(git_dir: Path) -> str | None:

@@ -168,6 +168,29 @@ def test_git_sha_read_from_the_git_folder(tmp_path):
     assert _head_from_files(tmp_path) is None
 
 
+def test_git_sha_checkout_first_then_the_wheel_stamp(tmp_path, monkeypatch):
+    """A checkout's HEAD wins over a stamp an old build left there; an installed package (no
+    .git) reads the stamp hatch_build.py wrote; neither gives 'unknown'."""
+    from hpcai import resources
+
+    pkg = tmp_path / "site" / "lib" / "hpcai"  # resources looks for .git two levels up: site/
+    pkg.mkdir(parents=True)
+    monkeypatch.setattr(resources, "_PKG", pkg)
+    try:
+        for stamp, expected in ((None, "unknown"), ("not a sha", "unknown"), ("0123456789ab\n", "0123456789ab")):
+            if stamp is not None:
+                (pkg / resources.COMMIT_STAMP).write_text(stamp)
+            resources.git_sha.cache_clear()
+            assert resources.git_sha() == expected
+        git = tmp_path / "site" / ".git"
+        git.mkdir()
+        (git / "HEAD").write_text("ba" * 20 + "\n")
+        resources.git_sha.cache_clear()
+        assert resources.git_sha() == "ba" * 6
+    finally:
+        resources.git_sha.cache_clear()  # later tests get the real checkout's sha again
+
+
 # The grammars of the values a spec writes into the Dockerfile and def: real references pass, the
 # rest is refused naming the option (tests/unit/test_hostile_render.py runs the hostile corpus).
 @pytest.mark.parametrize("base", [

@@ -17,7 +17,7 @@ import typer
 
 PANEL = "Images"
 
-# Options shared by build, render and sif (reused OptionInfo objects keep one definition).
+# Options shared by build, render, sif and sqsh (reused OptionInfo objects keep one definition).
 O_BASE = typer.Option(None, "--base", envvar="BASE_IMAGE", help="Base image (default: the flavor's).")
 O_ARCH = typer.Option("amd64", "--arch", envvar="ARCH", help="amd64 or arm64 (GH200).")
 O_MPI = typer.Option(None, "--mpi", envvar="WITH_MPI", help="ompi | mpich | none (or 1/0). Default ompi.")
@@ -49,34 +49,65 @@ O_SOURCES = typer.Option(None, "--sources", envvar="SOURCES_DIR",
                          help="Folder of pre-downloaded source tarballs (air-gapped); still sha256-checked.")
 
 
-# The image-spec options of `render` and `build`, declared once: (parameter, type, option).
-# `_with_spec_options` puts them after a command's own parameters, as typer reads a signature.
-SPEC_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
+# The image-spec options, declared once: (parameter, type, option). TAG_OPTIONS decide which image
+# a flavor's options make, hence its tag (allow_unverified admits versions that change it): they
+# are all that `sif` and `sqsh` take, to find the image `build` made. BUILD_INPUTS only feed the
+# build (never the tag), so a conversion neither needs nor reads them.
+TAG_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
     ("base", Optional[str], O_BASE), ("arch", str, O_ARCH), ("mpi", Optional[str], O_MPI),
     ("ofi", Optional[str], O_OFI), ("horovod", Optional[str], O_HVD), ("cxi", Optional[str], O_CXI),
     ("cuda_archs", Optional[str], O_CUDA_ARCH), ("hpc_libs", Optional[str], O_LIBS),
     ("payloads", Optional[str], O_PAYLOADS), ("ngc_version", Optional[str], O_NGC),
     ("rocm_version", Optional[str], O_ROCM), ("sets", Optional[list[str]], O_SET),
     ("allow_unverified", bool, O_UNVERIFIED), ("repository", Optional[str], O_REPO),
-    ("tag", Optional[str], O_TAG), ("wheelhouse", Optional[str], O_WHEELS), ("ca_bundle", Optional[str], O_CA),
+    ("tag", Optional[str], O_TAG))
+BUILD_INPUTS: tuple[tuple[str, Any, Any], ...] = (
+    ("wheelhouse", Optional[str], O_WHEELS), ("ca_bundle", Optional[str], O_CA),
     ("apt_sources", Optional[str], O_APT), ("sources_dir", Optional[str], O_SOURCES))
+SPEC_OPTIONS = TAG_OPTIONS + BUILD_INPUTS
 
 
-def _with_spec_options(body: Callable[..., None]) -> Callable[..., None]:
-    """A command typer reads as BODY's own parameters followed by SPEC_OPTIONS; BODY is called
-    with its own values and the spec options' values as one dict, `spec_options`."""
-    own = [p for p in inspect.signature(body, eval_str=True).parameters.values() if p.name != "spec_options"]
-    params = own + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
-                    for name, kind, info in SPEC_OPTIONS]
+def _with_options(options: tuple[tuple[str, Any, Any], ...]) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A decorator: the command typer reads as BODY's own parameters followed by OPTIONS (as typer
+    reads a signature); BODY is called with its own values and the options' values as one dict,
+    `spec_options`."""
+    def wrap(body: Callable[..., None]) -> Callable[..., None]:
+        own = [p for p in inspect.signature(body, eval_str=True).parameters.values() if p.name != "spec_options"]
+        params = own + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
+                        for name, kind, info in options]
 
-    @functools.wraps(body)
-    def cmd(**values: Any) -> None:  # click passes every parameter by name
-        spec_options = {name: values.pop(name) for name, _, _ in SPEC_OPTIONS}
-        body(**values, spec_options=spec_options)
+        @functools.wraps(body)
+        def cmd(**values: Any) -> None:  # click passes every parameter by name
+            spec_options = {name: values.pop(name) for name, _, _ in options}
+            body(**values, spec_options=spec_options)
 
-    cmd.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
-    cmd.__annotations__ = {p.name: p.annotation for p in params}
-    return cmd
+        cmd.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+        cmd.__annotations__ = {p.name: p.annotation for p in params}
+        return cmd
+    return wrap
+
+
+_with_spec_options = _with_options(SPEC_OPTIONS)  # render, build
+with_tag_options = _with_options(TAG_OPTIONS)  # sif, sqsh
+
+
+def image_to_convert(ctx: typer.Context, image: str, tag_options: dict[str, Any]) -> str:
+    """`sif`/`sqsh` IMAGE: a flavor name becomes the tag `hpcai build` gives it with the same
+    options (flags or Make variables); an image reference is taken as it is, and a tag option
+    given on its command line is refused (the Make variables in the environment do not name it)."""
+    from hpcai.errors import UsageError
+    from hpcai.image.spec import flavors, image_tag
+
+    names = flavors()
+    if image in names:
+        return image_tag(image, **tag_options)
+    given = [info.param_decls[0] for name, _, info in TAG_OPTIONS
+             if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
+    if given:
+        flags = ", ".join(given)
+        raise UsageError(f"{flags}: these pick a flavor's image, but {image!r} is an image reference, not a "
+                         f"flavor ({', '.join(names)}); drop {flags} or give a flavor name")
+    return image
 
 
 def _spec(flavor: str, spec_options: dict[str, Any]):
@@ -205,22 +236,20 @@ def inspect_cmd(
     out.print(table)
 
 
+@with_tag_options
 def sif_cmd(
-    image: str = typer.Argument(..., help="Image reference, or a flavor name (its computed tag)."),
+    ctx: typer.Context,
+    image: str = typer.Argument(..., help="Image reference, or a flavor name: the tag `hpcai build FLAVOR` "
+                                          "makes with the same options."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="SIF file (default: from the tag, no ':')."),
     builder: Optional[str] = typer.Option(None, "--builder", envvar="DOCKER", help="docker | podman"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the commands, convert nothing."),
-    hpc_libs: Optional[str] = O_LIBS, base: Optional[str] = O_BASE, ngc_version: Optional[str] = O_NGC,
-    rocm_version: Optional[str] = O_ROCM, repository: Optional[str] = O_REPO, tag: Optional[str] = O_TAG,
+    *, spec_options: dict[str, Any],
 ) -> None:
     """Convert a built image to a SIF with apptainer (or singularity)."""
     from hpcai.image import build, sif
-    from hpcai.image.spec import flavors, make_spec
 
-    if image in flavors():
-        image = make_spec(image, hpc_libs=hpc_libs, base=base, ngc_version=ngc_version,
-                          rocm_version=rocm_version, repository=repository, tag=tag, payloads="none").tag
-    sif.convert(image, output, build.builder_name(builder), dry_run)
+    sif.convert(image_to_convert(ctx, image, spec_options), output, build.builder_name(builder), dry_run)
 
 
 def register(app: typer.Typer) -> None:

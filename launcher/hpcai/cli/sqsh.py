@@ -4,29 +4,30 @@ for `--runtime pyxis` (srun --container-image) and `--runtime enroot`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
-from hpcai.cli.build import O_REPO, O_TAG, PANEL
+from hpcai.cli.build import PANEL, with_tag_options, image_to_convert
 
 
+@with_tag_options
 def sqsh_cmd(
-    image: str = typer.Argument(..., help="Local image reference, or a flavor name (its computed tag)."),
+    ctx: typer.Context,
+    image: str = typer.Argument(..., help="Local image reference, or a flavor name: the tag `hpcai build FLAVOR` "
+                                          "makes with the same options."),
     output: Optional[Path] = typer.Option(None, "-o", "--output",
                                           help="SquashFS file, *.sqsh (default: from the tag, no ':')."),
     builder: Optional[str] = typer.Option(None, "--builder", envvar="DOCKER",
                                           help="docker | podman: the engine holding the image."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the enroot command, convert nothing."),
-    repository: Optional[str] = O_REPO, tag: Optional[str] = O_TAG,
+    *, spec_options: dict[str, Any],
 ) -> None:
     """Make an enroot SquashFS of a local image (enroot import dockerd://IMAGE or podman://IMAGE)."""
     from hpcai.image import build, sqsh
-    from hpcai.image.spec import flavors, make_spec
 
-    if image in flavors():
-        image = make_spec(image, repository=repository, tag=tag, payloads="none").tag
+    image = image_to_convert(ctx, image, spec_options)
     sqsh.convert(image, output, build.builder_name(builder), force=force, dry_run=dry_run)
 
 

@@ -444,3 +444,17 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
     )
     components.check_verified(spec.used_components(), spec.sources, allow_unverified)
     return spec
+
+
+BUILD_INPUTS = ("wheelhouse", "ca_bundle", "apt_sources", "sources_dir")
+
+
+def image_tag(flavor_name: str, **options) -> str:
+    """The tag `hpcai build FLAVOR` gives the image made with OPTIONS (make_spec's keywords), so
+    that `hpcai sif`/`hpcai sqsh FLAVOR` and `make sif-FLAVOR` convert exactly that image: the one
+    rule is ImageSpec.tag, reached through the same make_spec. The build-only inputs (BUILD_INPUTS)
+    never change a tag, and are refused here so a conversion never depends on them."""
+    build_only = sorted(BUILD_INPUTS & options.keys())
+    if build_only:
+        raise TypeError(f"image_tag: {', '.join(build_only)} feed the build only, not the tag")
+    return make_spec(flavor_name, **options).tag
