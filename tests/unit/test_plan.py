@@ -46,13 +46,15 @@ def test_slingshot_line_cray_ex_nvidia(tmp_path):
         "srun", "--nodes=2", "--ntasks-per-node=4", "--cpus-per-task=72", "--gpus-per-node=4",
         "--mpi=pmi2", "--kill-on-bad-exit=1", "--distribution=*:block", "--cpu-bind=socket",
         f"--output={run}/logs/rank-%t.out", f"--error={run}/logs/rank-%t.err",
-        *SHIM, "--kind", "singularity", *PASS, "--master-addr", "nid001234",
-        "--exit-dir", f"{run}/logs", "--",
+        *SHIM, "--kind", "singularity", "--name", "hpcai-{jobid}-run-{node}",
+        # the node's 4 ranks share one instance (its start command, then the ranks' exec into it)
+        *[arg for token in ["singularity", "-q", "instance", "start", "--cleanenv", "--nv",
+                            "--bind", "/opt/cray/libfabric/1.22.0/lib64:/host/lib", "--bind", "/usr:/host/usr",
+                            "--bind", "/var/spool/slurmd", "--bind", "/run/cxi", "IMG.sif"]
+          for arg in ("--start", token)],
+        *PASS, "--master-addr", "nid001234", "--exit-dir", f"{run}/logs", "--",
         "env", *[e.replace("APPTAINERENV_", "SINGULARITYENV_") for e in SLINGSHOT_ENV],
-        "singularity", "run", "--cleanenv", "--nv",
-        "--bind", "/opt/cray/libfabric/1.22.0/lib64:/host/lib", "--bind", "/usr:/host/usr",
-        "--bind", "/var/spool/slurmd", "--bind", "/run/cxi",
-        "IMG.sif", "nccl-tests", "min_bytes=1M", "max_bytes=8G"]
+        "singularity", "run", "--cleanenv", "instance://{group}", "nccl-tests", "min_bytes=1M", "max_bytes=8G"]
     assert plan.master_addr == "nid001234" and plan.master_port == 4242 % 4536 + 61000
     assert plan.job_id == "4242" and plan.geometry.in_allocation
 
@@ -80,8 +82,10 @@ def test_jsc_i_suffix_resolved_and_unresolved(tmp_path):
     assert plan.argv[i:i + 6] == ["--suffix", "i", "--master-addr", "10.13.0.12", "--port", "7010"]
     part = runtime_part(plan.argv)
     tail = part[part.index("apptainer"):]
-    assert tail == ["apptainer", "exec", "--cleanenv", "--nv", "IMG.sif",
+    assert tail == ["apptainer", "exec", "--cleanenv", "instance://{group}",  # the node's 4 ranks: one instance
                     "/opt/hpcai/bin/hpcai-entrypoint", "/opt/hpcai/bin/hpcai-bench", "nccl-tests"]
+    start = [token for i, token in enumerate(plan.argv) if plan.argv[i - 1] == "--start"]
+    assert start == ["apptainer", "-q", "instance", "start", "--cleanenv", "--nv", "IMG.sif"]
     unresolved = plan_launch(opts(tmp_path, site="jsc-ib", nodes=4), host=FakeHost(env=env), check=False)
     assert unresolved.master_addr == "jwb0012i"
     assert any("jwb0012i does not resolve" in w for w in unresolved.warnings)
@@ -235,7 +239,7 @@ def test_a_user_bind_replaces_the_site_bind_to_the_same_destination(tmp_path):
     assert host_lib == [("/mine/lib", "/host/lib")]
     assert ("/opt/x", "/opt/x") in plan.binds and ("/usr", "/host/usr") in plan.binds
     assert "--bind /mine/lib:/host/lib replaces the site's /opt/cray/libfabric/1.22.0/lib64:/host/lib" in plan.warnings
-    argv = plan.argv
+    argv = [token for i, token in enumerate(plan.argv) if plan.argv[i - 1] == "--start"]  # the instance's binds
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"].count("/mine/lib:/host/lib") == 1
     assert not any(a.endswith(":/host/lib") and a != "/mine/lib:/host/lib" for a in argv)
 

@@ -22,7 +22,7 @@ def test_unknown_key_lists_valid_keys():
     with pytest.raises(UsageError) as exc:
         site.parse_site("x", 'runtme = "docker"\n', "x.toml")
     msg = str(exc.value)
-    assert msg.startswith("x.toml: unknown key(s) runtme; valid: account, apptainer_command, backend, binds")
+    assert msg.startswith("x.toml: unknown key(s) runtme; valid: account, apptainer_command, apptainer_userns, backend, binds")
     assert "master_addr_suffix" in msg and "runtime" in msg
 
 

@@ -61,6 +61,9 @@ PLAN: tuple[Opt, ...] = (  # in the order a batch script's `hpcai launch` line g
     Opt("per_gpu", ("--per-gpu",), "flag", "Independent single-GPU copies, CPUs split evenly."),
     Opt("energy", ("--energy",), "flag", "Measure power per node (jpwr) into the record."),
     Opt("no_entrypoint", ("--no-entrypoint",), "flag", "The image has no hpcai-entrypoint: run the command bare."),
+    Opt("userns", ("--userns/--no-userns",), "switch", "Apptainer/Singularity in user-namespace mode (--userns), "
+                                                      "for an Apptainer without setuid (default: the site's "
+                                                      "apptainer_userns)."),
     Opt("host_mpi", ("--host-mpi/--no-host-mpi",), "switch", "Swap the site's host MPI (mpi_swap, e.g. Cray "
                                                             "MPICH) into an MPICH image (default: for images "
                                                             "labelled MPICH, where the site has one)."),

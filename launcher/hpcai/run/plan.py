@@ -60,6 +60,7 @@ class LaunchOptions:
     energy: bool = False
     no_entrypoint: bool = False
     host_mpi: bool | None = None          # the site's mpi_swap: None = for MPICH images (run/mpi_swap.py)
+    userns: bool | None = None            # apptainer --userns; None: the site's apptainer_userns
 
 
 @dataclass
@@ -352,7 +353,7 @@ def _run_dir(opts: LaunchOptions, label: str, job_id: str | None) -> Path:
 
 
 def _container_name(run_dir: Path) -> str:
-    return "hpcai-" + re.sub(r"[^A-Za-z0-9_.-]", "-", run_dir.name).strip("-.")
+    return "hpcai-" + group_word(run_dir)
 
 
 def check_image(runtime_name: str, runtime: Any, image: str) -> dict[str, str]:
@@ -428,12 +429,15 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         payload=() if opts.cmd else tuple(command[1:]),  # hpcai-bench's arguments, for the runscript
         binds=tuple(binds), env=tuple(container_env.items()), secret_names=tuple(secret_env),
         gpu=gpu, containall=site.containall, cleanenv=site.cleanenv, apptainer_command=site.apptainer_command,
+        userns=site.apptainer_userns if opts.userns is None else opts.userns,
         labels=(("hpcai.run", run_dir.name),) if runtime.engine else (),
         peers=geom.ntasks_per_node if _mpi_world(call, opts, geom, backend) else 1,
         # ch-convert always writes /ch/environment; a hand-made image folder may lack it.
         image_env=not Path(opts.image).is_dir() or (Path(opts.image) / "ch" / "environment").is_file(),
         fabric_hooks=hooks_on(site, runtime), mpi=labels.get("hpcai.mpi", ""), run_dir=str(run_dir))
     _check_plugin(runtime_name, runtime, spec, backend, opts)
+    if check and hasattr(runtime, "check_mode"):  # apptainer: can it run in the mode the site asks for?
+        runtime.check_mode(spec)
     plan = LaunchPlan(site=site.name, site_source=site.source, backend=backend.name, runtime=runtime_name,
                       image=opts.image, payload=label, payload_vars=call.overrides, command=command,
                       profiles=list(opts.profiles), payload_values=call.values,
@@ -533,7 +537,7 @@ def _plan_step(plan: LaunchPlan, spec: Any, runtime: Runtime, backend: Backend, 
         shim_dir, log_dir = str(Path(host.shim()[-1]).parent), str(run_dir / record.LOGS)
         spec = _replace(spec, binds=(*spec.binds, (shim_dir, f"{shim_dir}:ro"), (log_dir, log_dir)))
     plan.argv = backend.prefix(g) + _step_options(plan, runtime, spec) + wrap(
-        _shim(host, runtime, site, plan, run_dir, backend, _joins(runtime, spec)) + ["--"] + runtime.argv(spec))
+        _shim(host, runtime, site, plan, run_dir, backend, _joins(runtime, spec), spec) + ["--"] + runtime.argv(spec))
     return plan
 
 
@@ -583,15 +587,24 @@ def _needs_shim(runtime: Runtime, site: SiteProfile, backend: Backend, opts: Lau
             or runtime.clean_env(site))
 
 
+def group_word(run_dir: Path) -> str:
+    """The run's part of container, peer group and instance names: letters, digits, . _ - only
+    (Apptainer's instance names and docker's container names allow no more)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", run_dir.name).strip("-.") or "run"
+
+
 def _shim(host: Host, runtime: Runtime, site: SiteProfile, plan: LaunchPlan, run_dir: Path,
-          backend: Backend, joins: bool) -> list[str]:
+          backend: Backend, joins: bool, spec: Any) -> list[str]:
     # Format: /bin/sh …/entrypoints/hpcai-shim --kind docker --name hpcai-{jobid}-RUN-{rank} --pass 'SLURM_*'
     #         [--suffix i] [--master-addr A] [--port P] [--per-gpu] --exit-dir RUN/logs
     # (charliecloud: --name hpcai-{jobid}-RUN-{node}, the node's peer group)
+    # (apptainer: --start TOKEN… is the command that starts the node's instance, named by --name)
     log_dir = str(run_dir / record.LOGS)
     shim = [*host.shim(), "--kind", runtime.name]
     if runtime.engine or joins:
-        shim += ["--name", f"hpcai-{{jobid}}-{run_dir.name}-{{{'node' if joins else 'rank'}}}"]
+        shim += ["--name", f"hpcai-{{jobid}}-{group_word(run_dir)}-{{{'node' if joins else 'rank'}}}"]
+    if joins and hasattr(runtime, "group_start"):
+        shim += [arg for token in runtime.group_start(spec) for arg in ("--start", token)]
     if runtime.clean_env(site):
         for pattern in site.pass_env:
             shim += ["--pass", pattern]

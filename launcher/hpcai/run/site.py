@@ -78,6 +78,8 @@ class SiteProfile:
     containall: bool = True             # apptainer --containall
     cleanenv: bool = True               # apptainer --cleanenv (pass_env is forwarded explicitly)
     apptainer_command: str = "exec"     # exec: entrypoint named explicitly | run: the %runscript
+    apptainer_userns: bool = False      # apptainer --userns: user-namespace mode, for sites whose Apptainer
+                                        # has no setuid starter (false: Apptainer's own choice)
     master_addr_suffix: str = ""        # JSC: "i"
     master_port: int = 0                # 0: derived from the job id
     partition: str = ""

@@ -147,8 +147,9 @@ def run_step(plan: LaunchPlan, logs: Path, sig: Signals, started: Callable[[], N
     codes = read_exit_files(logs)
     if state == "completed" and (proc.returncode or any(codes.values())):
         state = "failed"
-    if state != "completed" and get_runtime(plan.runtime).engine:
-        _cleanup_containers(plan, logs)
+    runtime = get_runtime(plan.runtime)
+    if state != "completed" and (runtime.engine or "--start" in plan.argv):  # containers, or peer groups
+        _cleanup_containers(plan, logs, runtime)
     return Outcome(state=state, codes=codes, lines=lines, returncode=proc.returncode,
                    failed=failed_ranks(lines, codes) if state == "failed" else {})
 
@@ -173,11 +174,15 @@ def _prepare(plan: LaunchPlan) -> str:
     return ""
 
 
-def _cleanup_containers(plan: LaunchPlan, logs: Path) -> None:
-    """Slurm may SIGKILL the shims; remove their containers on every node that ran one."""
+def _cleanup_containers(plan: LaunchPlan, logs: Path, runtime) -> None:
+    """Slurm may SIGKILL the shims; remove their containers (an engine's, by the run's label) or
+    stop their peer groups' instances (apptainer's, by name) on every node that ran one."""
+    from hpcai.run.plan import group_word
     from hpcai.run.site import Host
 
-    cleanup = [*Host().shim(), "--cleanup", f"hpcai.run={Path(plan.run_dir).name}", "--", plan.runtime]
+    what = (f"hpcai.run={Path(plan.run_dir).name}" if runtime.engine
+            else f"hpcai-*-{group_word(Path(plan.run_dir))}-*")
+    cleanup = [*Host().shim(), "--kind", runtime.name, "--cleanup", what, "--", runtime.binary]
     hosts = sorted({p.read_text().strip() for p in logs.glob("rank-*.host")} - {""})
     srun = ["srun", f"--nodes={len(hosts)}", "--ntasks-per-node=1", f"--nodelist={','.join(hosts)}"]
     # on the nodes, and here for engines shared with this host

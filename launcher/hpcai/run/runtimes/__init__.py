@@ -44,6 +44,7 @@ class ContainerSpec:
     containall: bool = True
     cleanenv: bool = True
     apptainer_command: str = "exec"
+    userns: bool = False  # apptainer --userns (the site's apptainer_userns, or --userns)
     image_env: bool = True  # charliecloud: apply the image's /ch/environment (bare --set-env)
     fabric_hooks: bool = False  # ce: its own hooks bring the host fabric (the site's fabric_hooks)
     mpi: str = ""  # the image's MPI (hpcai.mpi label): podman-hpc/sarus --mpi swap in MPICH only
