@@ -58,6 +58,7 @@ EOF
   (cd "$work/debs" && APT_CONFIG=$work/apt.conf apt-get download -qq "${packages[@]}")
   rm -rf "$prefix.part"
   for deb in "$work"/debs/*.deb; do
+    # shellcheck disable=SC2016  # ${Package} is dpkg-deb's format, not the shell's
     log "unpack $(dpkg-deb --showformat '${Package} ${Version}' --show "$deb")"
     dpkg -x "$deb" "$prefix.part"
   done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start every engine the test suite uses, installing what is missing (root + apt only): every
 # package of tests/infra/packages.txt, then Docker + a local Debian base, Podman (the same base
-# copied over), Charliecloud, the Slurm test cluster nid[001-004] and enroot + pyxis in it. Each bring-up ends with a
+# copied over), Charliecloud, Apptainer, the Slurm test cluster nid[001-004] and enroot + pyxis in it. Each bring-up ends with a
 # self-check that runs something real on its engine and fails here, with the reason, rather than
 # later in a test.
 set -euo pipefail
@@ -16,6 +16,7 @@ if ! bash "$here/podman-up.sh"; then
   echo "up: no usable Podman here; the podman tests will skip" >&2
 fi
 bash "$here/charliecloud-up.sh"
+bash "$here/apptainer-up.sh"  # Debian sid's Apptainer from package archives (its self-check converts the Docker base)
 bash "$here/slurm-up.sh"
 bash "$here/enroot-pyxis-up.sh"  # enroot + pyxis into that cluster (needs it and Docker)
 echo "up: all engines up" >&2

@@ -11,7 +11,7 @@ CHECKS = [
     ("srun", "cmd:srun", "Slurm client missing: use --site local, or load the site's Slurm module"),
     ("sbatch", "cmd:sbatch", "needed by `hpcai submit`; `hpcai launch` inside salloc works without it"),
     ("mpiexec", "cmd:mpiexec", "only PBS/PALS sites (ALCF Polaris) need it: --backend mpiexec"),
-    ("apptainer", "cmd:apptainer", "module load apptainer, or use --runtime singularity/charliecloud"),
+    ("apptainer", "apptainer:apptainer", "module load apptainer, or use --runtime singularity/charliecloud"),
     ("singularity", "cmd:singularity", "only needed for --runtime singularity"),
     ("ch-run", "cmd:ch-run", "apt/dnf install charliecloud for --runtime charliecloud"),
     ("docker", "cmd:docker", "install docker (workstations, --site local)"),
@@ -35,8 +35,37 @@ def probe(how: str) -> str | None:
     kind, _, arg = how.partition(":")
     if kind == "cmd":
         return shutil.which(arg)
+    if kind == "apptainer":
+        return apptainer_probe(arg)
     found = sorted(glob.glob(arg), reverse=True)
     return ", ".join(found[:3]) if found else None
+
+
+def apptainer_probe(binary: str) -> str | None:
+    """Where Apptainer is, its version, and the modes it can run in on this host: setuid mode
+    needs the setuid starter (or root with every capability), user-namespace mode (--userns, the
+    site's apptainer_userns) needs user namespaces."""
+    import os
+    import shutil
+    import subprocess
+
+    from hpcai.run.runtimes.apptainer import root_caps_missing, userns_problem
+
+    path = shutil.which(binary)
+    if not path:
+        return None
+    try:
+        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20,
+                                 check=False, stdin=subprocess.DEVNULL).stdout.strip() or "version unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        version = "does not start"
+    userns = userns_problem() or "yes"
+    if os.geteuid() == 0:
+        missing = root_caps_missing()
+        setuid = f"no (root lacks {', '.join(missing)})" if missing else "yes (root)"
+    else:
+        setuid = "Apptainer's choice (a setuid starter if installed, else user namespaces)"
+    return f"{path} ({version}; --userns: {userns}; without --userns: {setuid})"
 
 
 def register(app: typer.Typer) -> None:
