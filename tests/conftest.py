@@ -3,9 +3,9 @@
 Integration tests carry a marker naming the engine they need (docker, podman, slurm, charliecloud,
 apptainer, gpu). Without the engine they skip on a workstation. Under HPCAI_REQUIRE_ENGINES=1 (CI)
 every skip is a failure instead, whatever its cause (a missing engine, package or file), so CI can
-never pass by skipping: tests/infra installs and starts everything the tests need. Apptainer and
-GPUs cannot exist on CI: there, tests marked for them are deselected (and counted as such), not
-skipped.
+never pass by skipping: tests/infra installs and starts everything the tests need, Apptainer
+included. GPUs cannot exist on CI: there, tests marked `gpu` are deselected (and counted as such),
+not skipped.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 REQUIRE = os.environ.get("HPCAI_REQUIRE_ENGINES") == "1"
 
 
-NEVER_ON_CI = ("apptainer", "gpu")
+NEVER_ON_CI = ("gpu",)  # Apptainer is installed by tests/infra/apptainer-up.sh like every engine
 
 
 @pytest.fixture(autouse=True)
@@ -184,3 +185,97 @@ def tensorflow_cpu_image(tmp_path_factory) -> str:
     """Tag of the real tensorflow-cpu image, built once per session."""
     return os.environ.get("HPCAI_TENSORFLOW_CPU_IMAGE") or build_image(
         "tensorflow-cpu", tmp_path_factory.mktemp("build-tensorflow-cpu"))
+
+
+# --- SIFs built once per session with the real `hpcai sif` / `hpcai build --builder apptainer` ----
+# Cached across sessions in HPCAI_APPTAINER_CACHE (default /var/tmp/hpcai-sif, where
+# tests/infra/apptainer-up.sh keeps its self-check SIF), under a key of everything that makes the
+# SIF: a session whose inputs did not change takes the SIF a former one made. hpcai writes each as
+# NAME.part and renames it when complete, so a killed session never leaves a bad entry; a lock
+# file lets one session build while another waits for it. Each fixture returns the SIF's path.
+
+
+def _cached_sif(name: str, make: Callable[[Path], None]) -> str:
+    """CACHE/NAME, made by make(path) unless it is there; one maker at a time (flock)."""
+    import fcntl
+
+    cache = Path(os.environ.get("HPCAI_APPTAINER_CACHE", "/var/tmp/hpcai-sif"))
+    cache.mkdir(parents=True, exist_ok=True)
+    sif = cache / name
+    with open(cache / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not sif.is_file():
+            make(sif)
+    return str(sif)
+
+
+def _hpcai_sif_cli(argv: list[str], what: str, workdir: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "hpcai", *argv], capture_output=True, text=True, timeout=3600,
+                         check=False, env={**os.environ, "HPCAI_WORK_DIR": str(workdir)})
+    if res.returncode != 0:
+        pytest.fail(f"{what} failed (exit {res.returncode}):\n{res.stderr[-6000:]}")
+
+
+@pytest.fixture(scope="session")
+def pytorch_cpu_sif(pytorch_cpu_image, tmp_path_factory) -> str:
+    """The pytorch-cpu Docker image converted by `hpcai sif TAG -o PATH` (Bootstrap: docker-daemon),
+    keyed by the image's Id and the conversion def (a change to its run sections makes a new one)."""
+    import hashlib
+
+    from hpcai.image.engine import image_id, image_labels
+    from hpcai.image.render import render_conversion
+
+    for name in ("docker", "apptainer"):
+        if not engine_available(name):
+            pytest.skip(f"{name} not available on this machine (tests/infra/up.sh starts the engines)")
+    definition = render_conversion(pytorch_cpu_image, image_labels("docker", pytorch_cpu_image))
+    key = hashlib.sha256(f"{image_id('docker', pytorch_cpu_image)}\n{definition}".encode()).hexdigest()[:16]
+    work = tmp_path_factory.mktemp("sif-pytorch-cpu")
+    return _cached_sif(f"pytorch-cpu-converted-{key}.sif", lambda sif: _hpcai_sif_cli(
+        ["sif", pytorch_cpu_image, "-o", str(sif)], f"hpcai sif {pytorch_cpu_image}", work))
+
+
+# The def build takes its base from the local Docker engine (--bootstrap docker-daemon): no
+# registry is reachable here. localimage from the self-check SIF of that base (what a login node
+# without Docker would use) fails here under --fakeroot: that SIF, converted as root, keeps the
+# base's /dev/console, /dev/null… as device nodes (the base is made by mmdebstrap + docker import),
+# and Apptainer's unsquashfs in the fakeroot user namespace cannot create them ("set_attributes:
+# failed to set time on …/dev/console", exit 2). A base SIF converted with --fakeroot holds plain
+# files there instead, and localimage builds on it (docs/building.md).
+DEF_SIF_OPTIONS = ("--bootstrap", "docker-daemon")
+
+
+def _def_sif_key(build_inputs: list[str], workdir: Path) -> str:
+    """sha256 of what `hpcai build pytorch-cpu --builder apptainer` would build from: its def with
+    the lines that change on every run or commit (build date, git sha) removed, and every other
+    file of its context (install scripts, entrypoint, payloads, wheelhouse, CA bundle)."""
+    import hashlib
+
+    from hpcai.image.context import prepare_context
+    from hpcai.image.spec import make_spec
+
+    inputs = dict(zip(build_inputs[::2], build_inputs[1::2]))
+    spec = make_spec("pytorch-cpu", wheelhouse=inputs.get("--wheelhouse"), ca_bundle=inputs.get("--ca-bundle"))
+    ctx = prepare_context(spec, workdir / "context", DEF_SIF_OPTIONS[1])
+    digest = hashlib.sha256()
+    for line in (ctx / "hpcai.def").read_text().splitlines():
+        if spec.build_date not in line and spec.git_sha not in line:
+            digest.update(line.encode() + b"\n")
+    for path in sorted(p for p in ctx.rglob("*") if p.is_file() and p.name not in ("hpcai.def", "Dockerfile")):
+        digest.update(f"{path.relative_to(ctx)}\0".encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@pytest.fixture(scope="session")
+def pytorch_cpu_def_sif(tmp_path_factory) -> str:
+    """pytorch-cpu built from its def by `hpcai build pytorch-cpu --builder apptainer` (apptainer
+    build --fakeroot, %test at its end), with the host's pip inputs as build_image uses them."""
+    for name in ("docker", "apptainer"):
+        if not engine_available(name):
+            pytest.skip(f"{name} not available on this machine (tests/infra/up.sh starts the engines)")
+    work = tmp_path_factory.mktemp("sif-pytorch-cpu-def")
+    inputs = pip_build_inputs()
+    key = _def_sif_key(inputs, work)
+    return _cached_sif(f"pytorch-cpu-def-{key}.sif", lambda sif: _hpcai_sif_cli(
+        ["build", "pytorch-cpu", "--builder", "apptainer", *DEF_SIF_OPTIONS, *inputs, "-o", str(sif)],
+        "hpcai build pytorch-cpu --builder apptainer", work))

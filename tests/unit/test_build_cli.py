@@ -108,7 +108,7 @@ def test_podman_builder(hpcai, monkeypatch):
     assert res.stdout.strip().splitlines()[-1].startswith("podman build --network host -f ")
     assert "--format docker --layers" in res.stdout
     line = _one_line_error(hpcai("build", "pytorch-cpu", "--builder", "buildah"))
-    assert "unknown builder 'buildah'; valid: docker, podman" in line
+    assert "unknown builder 'buildah'; valid: apptainer, docker, podman" in line
 
 
 def test_versions_table_and_json(hpcai):
@@ -142,23 +142,102 @@ def test_render_context_holds_everything_the_files_name(hpcai, tmp_path: Path):
 
 
 def test_sif_without_apptainer_and_dry_runs(hpcai, monkeypatch):
+    monkeypatch.setenv("HPCAI_WORK_DIR", "w")
     monkeypatch.setenv("PATH", "/nonexistent")
     line = _one_line_error(hpcai("sif", "hpcai/pytorch-cpu-hpc:bookworm-slim-abc"))
     assert "neither apptainer nor singularity is installed" in line
     res = hpcai("sif", "hpcai/pytorch-cpu-hpc:bookworm-slim-abc", "--dry-run")
-    assert res.stdout.strip() == ("apptainer build --force hpcai_pytorch-cpu-hpc_bookworm-slim-abc.sif "
-                                  "docker-daemon://hpcai/pytorch-cpu-hpc:bookworm-slim-abc")
+    name = "hpcai_pytorch-cpu-hpc_bookworm-slim-abc.sif"
+    assert res.stdout.strip().splitlines() == [
+        f"# def: w/sif/{name}/hpcai-convert.def (the image from docker-daemon://hpcai/pytorch-cpu-hpc:"
+        "bookworm-slim-abc, its %help from the image's labels)",
+        f"apptainer build --notest --force {name}.part w/sif/{name}/hpcai-convert.def",
+        f"mv {name}.part {name}"]
     res = hpcai("sif", "img:1", "--dry-run", "--builder", "podman", "-o", "x.sif")
     lines = res.stdout.strip().splitlines()
-    assert lines[0].startswith("podman save --format docker-archive -o ") and lines[0].endswith(" img:1")
-    assert lines[1].startswith("apptainer build --force x.sif docker-archive://")
+    assert "(the image from docker-archive://w/sif/x.sif/image.tar, " in lines[0]
+    assert lines[1] == "podman save --format docker-archive -o w/sif/x.sif/image.tar img:1"
+    assert lines[2] == "apptainer build --notest --force x.sif.part w/sif/x.sif/hpcai-convert.def"
     line = _one_line_error(hpcai("sif", "img:1", "--dry-run", "-o", "bad:name.sif"))
     assert "contains ':'" in line
+    line = _one_line_error(hpcai("sif", "img:1", "--builder", "apptainer"))
+    assert "unknown builder 'apptainer'; valid: docker, podman" in line
 
 
-def test_sif_of_a_flavor_uses_its_tag(hpcai):
+@pytest.mark.parametrize("image", ["x;id", "", "Hpcai/X:1", "-o", "x:1\nFrom: evil", "a b"])
+def test_sif_refuses_an_image_that_is_no_reference(hpcai, image):
+    for extra in ((), ("--dry-run",)):  # before any engine, command or def sees it
+        line = _one_line_error(hpcai("sif", *extra, "--", image))
+        assert line.startswith("error: IMAGE "), line
+
+
+def test_sif_of_a_flavor_uses_its_tag(hpcai, monkeypatch):
+    monkeypatch.setenv("HPCAI_WORK_DIR", "w")
     res = hpcai("sif", "pytorch-cpu", "--dry-run", "--tag", "hpcai/x:1")
-    assert res.stdout.strip().endswith("hpcai_x_1.sif docker-daemon://hpcai/x:1")
+    assert "apptainer build --notest --force hpcai_x_1.sif.part w/sif/hpcai_x_1.sif/hpcai-convert.def" in res.stdout
+
+
+def test_sif_refuses_an_image_missing_from_the_engine(hpcai):
+    if not shutil.which("docker") or not shutil.which("apptainer"):
+        pytest.skip("needs the docker CLI and apptainer (the message lists the engine's images)")
+    line = _one_line_error(hpcai("sif", "hpcai/no-such-image:1", "-o", "/nonexistent/x.sif"))
+    assert line.startswith("error: unknown docker image 'hpcai/no-such-image:1'; valid: ")
+
+
+def test_build_with_apptainer_dry_run(hpcai, monkeypatch, tmp_path: Path):
+    monkeypatch.setenv("HPCAI_WORK_DIR", "w")
+    res = hpcai("build", "pytorch-cpu", "--builder", "apptainer", "--dry-run", "--tag", "t:1", "-o",
+                str(tmp_path / "out.sif"))
+    assert res.exit_code == 0, res.stderr
+    assert res.stdout.strip().splitlines() == [
+        "# context: w/context/pytorch-cpu (the command runs there; then out.sif.part is renamed to out.sif)",
+        f"apptainer build --fakeroot --force {tmp_path}/out.sif.part hpcai.def"]
+    monkeypatch.setenv("DOCKER", "apptainer")  # the Make variable picks the builder too
+    res = hpcai("build", "pytorch-cpu", "--dry-run", "--tag", "t:1", "--no-cache")
+    assert res.stdout.strip().endswith(f"build --fakeroot --force --disable-cache {Path.cwd()}/t_1.sif.part hpcai.def")
+
+
+def test_build_bootstrap_and_output_need_the_apptainer_builder(hpcai, tmp_path: Path):
+    line = _one_line_error(hpcai("build", "pytorch-cpu", "--dry-run", "--bootstrap", "docker-daemon"))
+    assert "--bootstrap is for --builder apptainer" in line
+    line = _one_line_error(hpcai("build", "pytorch-cpu", "--dry-run", "-o", "x.sif"))
+    assert "-o/--output is for --builder apptainer" in line
+    line = _one_line_error(hpcai("build", "pytorch-cpu", "--builder", "apptainer", "--bootstrap", "oras",
+                                 "--dry-run"))
+    assert "unknown bootstrap 'oras'; valid: docker, docker-daemon, localimage" in line
+    line = _one_line_error(hpcai("build", "pytorch-cpu", "--builder", "apptainer", "--bootstrap", "localimage",
+                                 "--dry-run"))
+    assert "'debian:bookworm-slim' is no such path" in line
+    line = _one_line_error(hpcai("build", "pytorch-cpu", "--builder", "apptainer", "--base", str(tmp_path),
+                                 "--dry-run"))
+    assert "is a path: build on it with --bootstrap localimage" in line
+    res = hpcai("build", "pytorch-cpu", "--builder", "apptainer", "--bootstrap", "localimage", "--base",
+                str(tmp_path), "--dry-run", "--tag", "t:1")
+    assert res.exit_code == 0, res.stderr
+
+
+def test_apptainer_progress_names_the_step_from_the_sh_trace():
+    """%post runs under `sh -x`: `+ cd /` and the install step's command, as dash quotes it."""
+    from hpcai.image.build import ApptainerProgress
+    from hpcai.image.render import builder_steps, final_steps, payload_hooks
+    from hpcai.image.spec import make_spec
+
+    spec = make_spec("pytorch-cpu", payloads="sanity,mpi-allreduce")
+    hooks = payload_hooks(spec)
+    steps = [*builder_steps(spec, hooks), *final_steps(spec, hooks)]
+    progress = ApptainerProgress(steps)
+    assert progress.see("INFO:    Starting build...").startswith("the base image")
+    assert progress.see("INFO:    Running post scriptlet").startswith("%post")
+    assert progress.see("+ cd /").startswith("%post")
+    venv = steps.index(next(s for s in steps if s.script == "python-venv.sh")) + 1
+    line = progress.see("+ /opt/hpcai-build/install/python-venv.sh")
+    assert line.startswith(f"step {venv}/{len(steps)} (python venv and framework): ")
+    hook = next(i for i, s in enumerate(steps, 1) if s.payload == "mpi-allreduce")
+    assert progress.see("+ /opt/hpcai-build/install/payload-hook.sh mpi-allreduce install-debian.sh").startswith(
+        f"step {hook}/{len(steps)} (payload mpi-allreduce")
+    assert progress.see("+ apt-get install -y x").startswith(f"step {hook}/")  # a command inside a step
+    assert progress.see("INFO:    Running testscript").startswith("%test")
+    assert progress.see("+ /bin/sh -c 'a b").startswith("%test")  # unbalanced quotes: no crash
 
 
 def test_apptainer_bootstrap_choices(hpcai):

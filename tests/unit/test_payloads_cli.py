@@ -77,4 +77,6 @@ def test_image_default_command_and_runscript_run_the_suite(hpcai):
     definition = hpcai("render", "pytorch-cpu", "--format", "apptainer")
     assert definition.exit_code == 0, definition.stderr
     runscript = definition.stdout.split("%runscript", 1)[1].split("\n%", 1)[0]
-    assert 'exec /opt/hpcai/bin/hpcai-entrypoint /opt/hpcai/bin/hpcai-bench "$@"' in runscript
+    # no arguments: the suite; arguments: the entrypoint, which runs a payload name with hpcai-bench
+    assert "exec /opt/hpcai/bin/hpcai-entrypoint /opt/hpcai/bin/hpcai-bench\n" in runscript
+    assert 'exec /opt/hpcai/bin/hpcai-entrypoint "$@"' in runscript

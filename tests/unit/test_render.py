@@ -17,7 +17,7 @@ import pytest
 from dockerfile_parse import DockerfileParser
 
 from hpcai.errors import UsageError
-from hpcai.image.render import render
+from hpcai.image.render import render, render_conversion
 from hpcai.resources import data_path
 from hpcai.image.spec import flavors, make_spec
 
@@ -144,12 +144,79 @@ def test_apptainer_sections(rendered):
             assert sec in sections, (key, sec)
         assert text.count("Bootstrap: docker") == 2 and "Stage: builder" in text
         assert "%files from builder\n    /opt/hpcai /opt/hpcai" in text
-        assert 'exec /opt/hpcai/bin/hpcai-entrypoint /opt/hpcai/bin/hpcai-bench "$@"' in text
-        test_section = text.split("\n%test\n", 1)[1].split("\n%", 1)[0].splitlines()
-        assert test_section == ["    /opt/hpcai/bin/hpcai-entrypoint --check",
-                                "    /opt/hpcai/bin/hpcai-bench --self-test"], key
+        assert _section(text, "runscript")[-4:] == [
+            '    if [ "$#" -eq 0 ]; then', "        exec /opt/hpcai/bin/hpcai-entrypoint /opt/hpcai/bin/hpcai-bench",
+            "    fi", '    exec /opt/hpcai/bin/hpcai-entrypoint "$@"'], key
+        assert _section(text, "test")[1:] == ["    /opt/hpcai/bin/hpcai-entrypoint --check || exit 1",
+                                              "    /opt/hpcai/bin/hpcai-bench --self-test || exit 1"], key
         assert "{{" not in text and "}}" not in text  # Apptainer would read them as build args
         assert re.search(r"^    hpcai\.flavor \S+$", text, re.M)
+
+
+def _section(text: str, name: str) -> list[str]:
+    """The lines of a def's %NAME section, without blank lines."""
+    body = text.split(f"\n%{name}\n", 1)[1].split("\n%", 1)[0]
+    return [line for line in body.splitlines() if line.strip()]
+
+
+def _run_sections(text: str) -> str:
+    """%runscript to the end: the text fragments/sections.j2 writes."""
+    return text[text.index("\n%runscript\n"):]
+
+
+def test_def_and_conversion_share_the_run_sections(rendered):
+    """A SIF built from the def and one converted from the image behave the same under `apptainer
+    run|test|run-help`: the same %runscript, %test and %help, the conversion's %help read from the
+    image's labels (here the spec's, as `docker build` writes them)."""
+    for key, (_, text) in rendered.items():
+        spec = make_spec(key[0], mpi=key[1], ofi=key[2], horovod=key[3], **FIXED)
+        if key[4]:
+            continue  # the -ss cases differ only in the site libraries line; checked below
+        conversion = render_conversion("hpcai/x:1", spec.labels())
+        assert _run_sections(conversion) == _run_sections(text), key
+
+
+def test_help_lists_the_payloads_and_how_to_run_them(site_libs):
+    spec = make_spec("pytorch-ngc", payloads="sanity,nccl-tests,osu", hpc_libs=str(site_libs), **FIXED)
+    help_lines = _section(render(spec, "apptainer"), "help")
+    assert help_lines[:3] == ["    hpcai pytorch-ngc image (pytorch on nvcr.io/nvidia/pytorch:26.03-py3).",
+                              "    MPI: ompi; OFI: on; Horovod: off; site libraries in /opt/hpcai/hpc-libs.",
+                              "    Payloads: sanity, nccl-tests, osu."]
+    assert "    Run one payload:        apptainer run IMAGE.sif <payload> [var=value ...]" in help_lines
+    assert _section(render_conversion("hpcai/x:1", spec.labels()), "help") == help_lines
+    none = make_spec("pytorch-cpu", payloads="none", **FIXED)
+    assert "    Payloads: none." in _section(render(none, "apptainer"), "help")
+
+
+def test_def_labels_keep_empty_values():
+    """Every label the Dockerfile sets, empty ones too (hpcai.hpc-libs ""), so a SIF built from the
+    def has the same label keys as the Docker image (Apptainer reads a bare key as an empty label)."""
+    spec = make_spec("pytorch-cpu", **FIXED)
+    labels = _section(render(spec, "apptainer"), "labels")
+    assert [line.split()[0] for line in labels] == list(spec.labels())
+    assert "    hpcai.hpc-libs" in labels
+
+
+def test_conversion_def_bootstraps():
+    text = render_conversion("registry.example.org:5000/hpcai/pytorch-cpu-hpc:b-1", {"hpcai.flavor": "pytorch-cpu"})
+    assert "\nBootstrap: docker-daemon\nFrom: registry.example.org:5000/hpcai/pytorch-cpu-hpc:b-1\n" in text
+    text = render_conversion("hpcai/x:1", {"hpcai.flavor": "pytorch-cpu"}, archive="/var/tmp/w/image.tar")
+    assert "\nBootstrap: docker-archive\nFrom: /var/tmp/w/image.tar\n" in text
+    for section in ("post", "files", "environment", "labels"):  # the image's own, untouched
+        assert f"\n%{section}\n" not in text
+    assert "{{" not in text and "}}" not in text
+
+
+@pytest.mark.parametrize("image", ["Hpcai/X:1", "x:1 y", "x;id", "x:1\nFrom: evil", "", "-x", "x@sha256:zz"])
+def test_conversion_refuses_an_image_that_is_no_reference(image):
+    with pytest.raises(UsageError, match=r"^IMAGE .*(expected an image reference|control characters)"):
+        render_conversion(image, {"hpcai.flavor": "pytorch-cpu"})
+
+
+@pytest.mark.parametrize("value,why", [("a\nb", "control characters"), ("{{ x }}", "build argument")])
+def test_conversion_refuses_a_label_it_cannot_write(value, why):
+    with pytest.raises(UsageError, match=rf"^label of image hpcai/x:1: hpcai.payloads .*{why}"):
+        render_conversion("hpcai/x:1", {"hpcai.flavor": "pytorch-cpu", "hpcai.payloads": value})
 
 
 def test_unknown_format_and_unsupported_payload():

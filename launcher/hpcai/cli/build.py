@@ -11,9 +11,12 @@ import functools
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from hpcai.image.spec import ImageSpec
 
 PANEL = "Images"
 
@@ -141,22 +144,35 @@ def render_cmd(
 @_with_spec_options
 def build_cmd(
     flavor: str = typer.Argument(..., help="Image flavor, e.g. pytorch-cpu."),
-    builder: Optional[str] = typer.Option(None, "--builder", envvar="DOCKER", help="docker | podman"),
+    builder: Optional[str] = typer.Option(None, "--builder", envvar="DOCKER",
+                                          help="docker | podman | apptainer (a SIF from the def, no engine needed)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the commands, build nothing."),
     keep_context: bool = typer.Option(False, "--keep-context", help="Keep the build context folder."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Ignore the builder's layer cache."),
+    bootstrap: Optional[str] = typer.Option(None, "--bootstrap",
+                                            help="--builder apptainer: where the base comes from: docker (a "
+                                                 "registry, default) | docker-daemon (the local Docker engine) | "
+                                                 "localimage (a SIF or sandbox path given as --base)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output",
+                                          help="--builder apptainer: the SIF file (default: from the tag, no ':')."),
     *, spec_options: dict[str, Any],
 ) -> None:
-    """Build the image for FLAVOR with Docker (default) or Podman; prints the tag."""
+    """Build the image for FLAVOR with Docker (default) or Podman and print its tag, or a SIF with
+    Apptainer (--builder apptainer) and print its path."""
     import shlex
     import shutil
 
-    from hpcai.image import build
     from hpcai.console import err, out
+    from hpcai.image import build
 
-    engine = build.builder_name(builder)
+    engine = build.builder_name(builder, build.BUILDERS)
     spec = _spec(flavor, spec_options)
     ctx = build.work_dir() / "context" / spec.flavor.name
+    if engine == "apptainer":
+        _build_sif(spec, ctx, bootstrap or "docker", output, dry_run, keep_context, no_cache)
+        return
+    if bootstrap is not None or output is not None:
+        raise _apptainer_only("--bootstrap" if bootstrap is not None else "-o/--output", engine)
     argv = build.build_argv(spec, engine, ctx, no_cache)
     if dry_run:
         prefix = "DOCKER_BUILDKIT=0 " if engine == "docker" else ""
@@ -176,6 +192,58 @@ def build_cmd(
     err.print(f"built {result.tag} in {result.seconds:.0f}s "
               f"({result.cached_steps}/{result.steps} steps cached); log: {result.log}")
     out.print(result.tag, markup=False)
+
+
+def _apptainer_only(option: str, engine: str):
+    from hpcai.errors import UsageError
+
+    return UsageError(f"{option} is for --builder apptainer (a SIF from the def); {engine} builds an image from "
+                      "the Dockerfile: drop it, or convert the image afterwards with `hpcai sif`")
+
+
+def _build_sif(spec: ImageSpec, ctx: Path, bootstrap: str, output: Optional[Path], dry_run: bool, keep_context: bool,
+               no_cache: bool) -> None:
+    """`build --builder apptainer`: the same context as a docker build, its def rendered for
+    BOOTSTRAP, built into a SIF by `apptainer build --fakeroot` run in the context folder."""
+    import shlex
+    import shutil
+
+    from hpcai.console import err, out
+    from hpcai.errors import UsageError
+    from hpcai.image import build, sif
+    from hpcai.image.render import render
+
+    render(spec, "apptainer", bootstrap)  # an unknown bootstrap or a value the def refuses: exit 2 now
+    is_path = spec.base.startswith(("/", "."))  # spec.BASE: an image reference, or a /… or ./… path
+    if bootstrap == "localimage" and not (is_path and Path(spec.base).exists()):
+        raise UsageError(f"--bootstrap localimage builds on the SIF or sandbox folder given as --base, and "
+                         f"{spec.base!r} is no such path; make one with `apptainer build --fakeroot base.sif "
+                         "docker://IMAGE`")
+    if bootstrap != "localimage" and is_path:
+        raise UsageError(f"--base {spec.base!r} is a path: build on it with --bootstrap localimage")
+    target = (output or Path(sif.sif_name(spec.tag))).absolute()  # the build runs in the context folder
+    if ":" in target.name:
+        raise UsageError(f"SIF name {target.name!r} contains ':'; choose another with -o")
+    tool = next((name for name in sif.CONVERTERS if shutil.which(name)), "apptainer") if dry_run else sif.converter()
+    argv = build.apptainer_argv(tool, target, no_cache)
+    if bootstrap == "docker-daemon" and not dry_run:
+        build.check_engine("docker")
+    if dry_run:
+        out.print(f"# context: {ctx} (the command runs there; then {build.part_path(target).name} is renamed "
+                  f"to {target.name})", markup=False)
+        out.print(shlex.join(argv), markup=False)
+        return
+    from hpcai.image.context import prepare_context
+
+    shutil.rmtree(ctx, ignore_errors=True)  # hpcai's own work folder (a killed build may have left it)
+    prepare_context(spec, ctx, bootstrap)
+    try:
+        result = build.run_apptainer_build(spec, tool, ctx, target, no_cache)
+    finally:
+        if not keep_context:
+            shutil.rmtree(ctx, ignore_errors=True)
+    err.print(f"built {target} ({spec.tag}) in {result.seconds:.0f}s; log: {result.log}")
+    out.print(str(target), markup=False)
 
 
 def versions_cmd(

@@ -37,15 +37,16 @@ def _copy_tree(src: Path, dst: Path) -> None:
 MARKER = ".hpcai-context"  # what makes a folder one that prepare_context may empty again
 
 
-def prepare_context(spec: ImageSpec, dest: Path) -> Path:
+def prepare_context(spec: ImageSpec, dest: Path, bootstrap: str = "docker") -> Path:
     """Fill `dest` with everything the Dockerfile and def COPY; returns dest. `dest` must be new,
     empty, or a context made here before (it holds MARKER): only then is it emptied first, so
-    `hpcai render --context .` never deletes a user's files."""
+    `hpcai render --context .` never deletes a user's files. bootstrap: where the def takes its
+    base from (render.BOOTSTRAPS; default docker, a registry)."""
     from hpcai import payloads
     from hpcai.errors import UsageError
 
     # Both files first: a value either writer refuses leaves `dest` as it was.
-    dockerfile, definition = render(spec, "docker"), render(spec, "apptainer")
+    dockerfile, definition = render(spec, "docker"), render(spec, "apptainer", bootstrap)
     if dest.is_dir() and any(dest.iterdir()):
         if not (dest / MARKER).is_file():
             raise UsageError(f"--context {dest}: the folder is not empty and holds no earlier hpcai build "

@@ -269,6 +269,23 @@ def render(spec: ImageSpec, fmt: str = "docker", bootstrap: str = "docker") -> s
     return _jinja(fmt).get_template(template).render(**template_values(spec), bootstrap=bootstrap)
 
 
+def render_conversion(image: str, labels: Mapping[str, str], archive: str | None = None) -> str:
+    """The def `hpcai sif` builds IMAGE's SIF from (apptainer/convert.def.j2): `Bootstrap:
+    docker-daemon` with `From: IMAGE` (the Docker engine's image), or, given ARCHIVE (the file
+    `podman save --format docker-archive` wrote), `Bootstrap: docker-archive` with `From: ARCHIVE`;
+    then the run sections a def build gets, their %help read from LABELS (the image's own). IMAGE
+    must be an image reference (spec.IMAGE_REF): it is written into the def."""
+    from hpcai import __version__
+    from hpcai.image.spec import IMAGE_REF, REF_SHAPE
+
+    shaped("IMAGE", image, IMAGE_REF, REF_SHAPE)
+    bootstrap, source = ("docker-archive", archive) if archive else ("docker-daemon", image)
+    source_what = "the image archive's path (under HPCAI_WORK_DIR)" if archive else "IMAGE"
+    return _jinja("apptainer").get_template("convert.def.j2").render(
+        image=image, bootstrap=bootstrap, source=source, source_what=source_what, prefix=PREFIX, version=__version__,
+        help_labels=dict(labels), labels_what=f"label of image {image}:")
+
+
 class Written(str):
     """Text a Writer filter produced: already checked and quoted, so `finalize` lets it through."""
 
