@@ -1,6 +1,7 @@
 """GPU flags follow the requested geometry and the image's vendor (hpcai.run.gpu), not only the site:
 the rule as a function, then real dry-runs against images in the local Docker engine that carry an
-hpcai.family label (tiny images made from the Debian base), and a SIF read by a FAKE apptainer."""
+hpcai.family label (tiny images made from the Debian base), and launches of a SIF under a FAKE
+apptainer (why a fake: test_a_sif_gets_its_gpu_flags_from_its_label)."""
 
 from __future__ import annotations
 
@@ -60,17 +61,36 @@ def test_a_workstation_gpu_reaches_the_container(labelled_images, hpcai_exe, fam
     assert "--gpus" not in without and "/dev/kfd" not in without
 
 
-def test_a_sif_gets_nv_from_its_label(hpcai_exe, tmp_path):
-    fake = tmp_path / "bin" / "apptainer"  # FAKE apptainer: answers `inspect --json --labels` only
+# A FAKE apptainer, on purpose and only here: this machine has no GPU, and the real Apptainer given
+# --nv or --rocm without one still runs the container and exits 0, so a real launch could not show
+# whether the flags were passed. The fake records the argv each rank's launch gives it, and answers
+# `apptainer inspect --json --labels` with the image's GPU family (Apptainer's JSON layout). Every
+# other Apptainer launch test runs the real binary (tests/integration/test_launch_apptainer_local.py).
+FAKE_APPTAINER = """#!/bin/sh
+if [ "$1" = inspect ]; then
+  echo '{labels}'
+  exit 0
+fi
+printf '%s\\n' "$@" > {log}
+"""
+
+
+@pytest.mark.parametrize("family, flag, other", [("cuda", "--nv", "--rocm"), ("rocm", "--rocm", "--nv")])
+def test_a_sif_gets_its_gpu_flags_from_its_label(hpcai_exe, tmp_path, family, flag, other):
+    fake = tmp_path / "bin" / "apptainer"
     fake.parent.mkdir()
-    answer = json.dumps({"data": {"attributes": {"labels": {"hpcai.family": "cuda"}}}, "type": "container"})
-    fake.write_text(f"#!/bin/sh\necho '{answer}'\n")
+    answer = json.dumps({"data": {"attributes": {"labels": {"hpcai.family": family}}}, "type": "container"})
+    fake.write_text(FAKE_APPTAINER.format(labels=answer, log=tmp_path / "argv"))
     fake.chmod(0o755)
     image = tmp_path / "img.sif"
     image.write_bytes(b"not really a SIF")
-    res = subprocess.run([*hpcai_exe, "launch", "--dry-run", "--json", "--site", "local", "--runtime", "apptainer",
-                          "--image", str(image), "--gpus-per-node", "1", "--cmd", "--", "true"],
-                         capture_output=True, text=True, timeout=60,
-                         env={"PATH": f"{fake.parent}:/usr/bin:/bin", "HOME": str(tmp_path)})
-    assert res.returncode == 0, res.stderr
-    assert "--nv" in json.loads(res.stdout)["argv"]
+    env = {"PATH": f"{fake.parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    for gpus, want in (("1", [flag]), ("0", [])):
+        res = subprocess.run([*hpcai_exe, "launch", "--site", "local", "--runtime", "apptainer", "--userns",
+                              "--image", str(image), "-o", str(tmp_path / f"run-{gpus}"), "--gpus-per-node", gpus,
+                              "--no-entrypoint", "--cmd", "--", "true"],
+                             capture_output=True, text=True, timeout=60, env=env)
+        assert res.returncode == 0, res.stderr
+        argv = (tmp_path / "argv").read_text().splitlines()
+        assert argv[:2] == ["exec", "--userns"] and argv[-2:] == [str(image), "true"]
+        assert [a for a in argv if a in (flag, other)] == want, argv

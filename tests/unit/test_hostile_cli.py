@@ -172,8 +172,9 @@ def test_output_on_a_full_device_is_one_line(hpcai_exe, tmp_path):
 
 
 def test_an_unwritable_output_dir_is_one_line(hpcai_exe, tmp_path):
-    (tmp_path / "x.sif").write_text("")
-    res = subprocess.run([*hpcai_exe, "launch", "--site", "local", "--runtime", "apptainer", "--image", "x.sif",
-                          "-o", "/proc/hpcai-run", "--cmd", "--", "true"], capture_output=True, text=True, cwd=tmp_path)
+    (tmp_path / "x.sif").write_text("")  # --userns: as root here Apptainer runs only in that mode
+    res = subprocess.run([*hpcai_exe, "launch", "--site", "local", "--runtime", "apptainer", "--userns",
+                          "--image", "x.sif", "-o", "/proc/hpcai-run", "--cmd", "--", "true"],
+                         capture_output=True, text=True, cwd=tmp_path)
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert res.stderr.strip().splitlines() == ["error: No such file or directory: /proc/hpcai-run"]

@@ -1,19 +1,13 @@
 """The srun --mpi rule (hpcai.run.pmi): the image's MPI (its hpcai.mpi label) against the site's
-preference and offered types. Pure function tests, then plans for real sites, then labels read from
-a SIF by a FAKE `apptainer inspect` (Apptainer cannot be installed here; the mock answers with the
-JSON layout of Apptainer's pkg/inspect.Metadata). The pairs themselves are proven on the Slurm
-cluster in tests/integration/test_pmi_slurm.py."""
+preference and offered types, as pure functions on real site profiles. The label read from a real
+SIF by the real `apptainer inspect` is tested in tests/integration/test_pmi_apptainer.py; the pairs
+themselves are proven on the Slurm cluster in tests/integration/test_pmi_slurm.py."""
 
 from __future__ import annotations
 
-import json
-import sys
-
 import pytest
-from test_plan_helpers import FakeHost
 
 from hpcai.errors import UsageError
-from hpcai.run.plan import LaunchOptions, plan_launch
 from hpcai.run.pmi import choose_pmi
 from hpcai.run.site import load_site, parse_site
 
@@ -65,32 +59,3 @@ def test_a_site_that_offers_nothing_usable_is_refused():
 def test_sites_declare_only_known_types():
     with pytest.raises(UsageError, match="mpi_types 'pmi3' is not one of"):
         parse_site("bad", 'mpi_types = ["pmix", "pmi3"]\n')
-
-
-FAKE_APPTAINER = """#!{python}
-import json, sys
-if sys.argv[1:4] == ["inspect", "--json", "--labels"]:
-    print(json.dumps({{"data": {{"attributes": {{"labels": {labels}}}}}, "type": "container"}}))
-    sys.exit(0)
-sys.exit(3)
-"""
-
-
-def test_the_sif_label_chooses_the_type_in_the_srun_line(tmp_path, monkeypatch):
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "apptainer").write_text(FAKE_APPTAINER.format(
-        python=sys.executable, labels=json.dumps({"hpcai.mpi": "ompi", "hpcai.payloads": "sanity,mpi-allreduce"})))
-    (bindir / "apptainer").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
-    image = tmp_path / "img.sif"
-    image.write_bytes(b"not really a SIF")
-    opts = LaunchOptions(image=str(image), payload="mpi-allreduce", site="cray-ex-nvidia", nodes=2,
-                         output_dir=str(tmp_path / "run"))
-    for check in (True, False):  # the launch and its --dry-run agree
-        plan = plan_launch(opts, host=FakeHost(), check=check)
-        assert "--mpi=pmix" in plan.argv and "--mpi=pmi2" not in plan.argv
-        assert plan.image_labels["hpcai.mpi"] == "ompi"
-    with pytest.raises(UsageError, match="^--mpi pmi2 cannot start one MPI world"):
-        plan_launch(LaunchOptions(**{**opts.__dict__, "mpi": "pmi2"}), host=FakeHost(), check=True)
-    assert not (tmp_path / "run").exists()  # refused before anything was written

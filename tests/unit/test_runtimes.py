@@ -80,3 +80,142 @@ def test_unknown_runtime_lists_choices():
     with pytest.raises(UsageError, match="unknown runtime 'rkt'; valid: apptainer, ") as err:
         get_runtime("rkt")
     assert all(name in str(err.value) for name in ("charliecloud", "docker", "podman", "singularity"))
+
+
+# --- Apptainer's mode: --userns, and check_mode's view of this host ------------------------------
+
+def test_apptainer_userns_comes_first_in_exec_and_in_the_instance_start():
+    app = get_runtime("apptainer")
+    assert app.argv(spec(userns=True, env=()))[:4] == ["apptainer", "exec", "--userns", "--containall"]
+    assert app.group_start(spec(userns=True))[:6] == ["apptainer", "-q", "instance", "start", "--userns",
+                                                      "--containall"]
+    peer = app.argv(spec(userns=True, peers=2, env=()))  # a rank in the node's instance asks for it too
+    assert peer[:5] == ["apptainer", "exec", "--userns", "--cleanenv", "instance://{group}"]
+    assert "--userns" not in app.argv(spec()) and "--userns" not in app.group_start(spec())
+
+
+def _dry_run_argv(hpcai, *options):
+    import json
+
+    res = hpcai("launch", "--dry-run", "--json", "--runtime", "apptainer", "--image", "/images/x.sif", *options)
+    assert res.exit_code == 0, res.stderr
+    return json.loads(res.stdout)["argv"]
+
+
+def _start_tokens(argv):
+    return [token for i, token in enumerate(argv) if i and argv[i - 1] == "--start"]
+
+
+def test_userns_option_reaches_exec_in_a_dry_run(hpcai):
+    argv = _dry_run_argv(hpcai, "--site", "local", "--userns", "--cmd", "--", "true")
+    i = argv.index("apptainer")
+    assert argv[i:i + 4] == ["apptainer", "exec", "--userns", "--containall"]
+    assert "--userns" not in _dry_run_argv(hpcai, "--site", "local", "--cmd", "--", "true")
+
+
+def test_userns_option_reaches_the_instance_start_and_the_ranks_exec(hpcai):
+    """A node's MPI ranks share one instance: --userns in its start tokens and in each rank's exec."""
+    argv = _dry_run_argv(hpcai, "--site", "generic-slurm", "--ntasks-per-node", "2", "--userns", "mpi-allreduce")
+    assert _start_tokens(argv)[:5] == ["apptainer", "-q", "instance", "start", "--userns"]
+    i = argv.index("--", argv.index("--exit-dir"))
+    tail = argv[i + 1:]
+    assert tail[tail.index("apptainer"):][:4] == ["apptainer", "exec", "--userns", "--cleanenv"]
+    assert "instance://{group}" in tail
+    without = _dry_run_argv(hpcai, "--site", "generic-slurm", "--ntasks-per-node", "2", "mpi-allreduce")
+    assert _start_tokens(without)[:5] == ["apptainer", "-q", "instance", "start", "--containall"]
+    assert "--userns" not in without
+
+
+def test_the_site_asks_for_userns_and_no_userns_overrides_it(hpcai, site_path, monkeypatch):
+    monkeypatch.setenv("HPCAI_SITE_PATH", site_path("nosetuid", 'backend = "srun"\nruntime = "apptainer"\n'
+                                                                 'apptainer_userns = true\n'))
+    site = ("--site", "nosetuid", "--ntasks-per-node", "2", "mpi-allreduce")
+    assert _start_tokens(_dry_run_argv(hpcai, *site))[4] == "--userns"
+    assert "--userns" not in _dry_run_argv(hpcai, "--no-userns", *site)
+
+
+CAP_STATUS = "Name:\tpython3\nCapInh:\t0000000000000000\nCapPrm:\t000001ffffffffff\nCapBnd:\t{bnd}\n"
+
+
+@pytest.mark.parametrize("bounding, missing", [
+    ("000001fffeffffff", ["CAP_SYS_RESOURCE"]),  # these VMs: root lacks CAP_SYS_RESOURCE
+    ("000001ffffffffff", []),
+    ("000000fffeffffff", ["CAP_SYS_RESOURCE", "CAP_CHECKPOINT_RESTORE"]),
+    ("00000000a80425fb", None),  # a container's default set: many
+])
+def test_root_caps_missing_reads_the_bounding_set(tmp_path, monkeypatch, bounding, missing):
+    from hpcai.run.runtimes import apptainer
+
+    status = tmp_path / "status"
+    status.write_text(CAP_STATUS.format(bnd=bounding))
+    monkeypatch.setattr(apptainer.os, "geteuid", lambda: 0)
+    got = apptainer.root_caps_missing(str(status))
+    if missing is None:
+        assert "CAP_SYS_ADMIN" in got and "CAP_CHOWN" not in got and len(got) > 20
+    else:
+        assert got == missing
+
+
+def test_root_caps_missing_is_empty_for_users_and_unreadable_files(tmp_path, monkeypatch):
+    from hpcai.run.runtimes import apptainer
+
+    status = tmp_path / "status"
+    status.write_text(CAP_STATUS.format(bnd="000001fffeffffff"))
+    monkeypatch.setattr(apptainer.os, "geteuid", lambda: 1000)  # a user: Apptainer picks its own mode
+    assert apptainer.root_caps_missing(str(status)) == []
+    monkeypatch.setattr(apptainer.os, "geteuid", lambda: 0)
+    for text in ("Name:\tx\n", "CapBnd:\tnot-hex\n", "CapBnd:\n"):
+        status.write_text(text)
+        assert apptainer.root_caps_missing(str(status)) == []
+    assert apptainer.root_caps_missing(str(tmp_path / "absent")) == []
+
+
+def _proc_sys(tmp_path, **values):
+    for name, value in values.items():
+        path = tmp_path / name.replace("__", "/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{value}\n")
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("uid, values, why", [
+    (0, {"user__max_user_namespaces": 63711}, ""),
+    (0, {}, ""),  # nothing to read: no reason to refuse
+    (0, {"user__max_user_namespaces": 0}, "user namespaces are switched off (sysctl user.max_user_namespaces = 0)"),
+    (1000, {"user__max_user_namespaces": 0}, "user namespaces are switched off"),
+    (1000, {"kernel__unprivileged_userns_clone": 0},
+     "unprivileged user namespaces are switched off (sysctl kernel.unprivileged_userns_clone = 0)"),
+    (0, {"kernel__unprivileged_userns_clone": 0}, ""),  # root is not unprivileged
+    (1000, {"kernel__unprivileged_userns_clone": 1, "user__max_user_namespaces": 10}, ""),
+])
+def test_userns_problem_reads_the_sysctls(tmp_path, monkeypatch, uid, values, why):
+    from hpcai.run.runtimes import apptainer
+
+    monkeypatch.setattr(apptainer.os, "geteuid", lambda: uid)
+    got = apptainer.userns_problem(_proc_sys(tmp_path, **values))
+    assert got.startswith(why) if why else got == ""
+
+
+def test_check_mode_names_the_fix_in_one_line(monkeypatch):
+    import shutil
+
+    from hpcai.run.runtimes import apptainer
+
+    app = get_runtime("apptainer")
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(apptainer, "root_caps_missing", lambda: ["CAP_SYS_RESOURCE"])
+    monkeypatch.setattr(apptainer, "userns_problem", lambda: "")
+    with pytest.raises(UsageError) as err:
+        app.check_mode(spec())
+    assert str(err.value) == ("apptainer as root without --userns needs every capability, and this host's bounding "
+                              "set lacks CAP_SYS_RESOURCE: run in user-namespace mode with --userns (or "
+                              "apptainer_userns = true in the site file)")
+    app.check_mode(spec(userns=True))  # the mode that runs here
+    monkeypatch.setattr(apptainer, "userns_problem", lambda: "user namespaces are switched off (x)")
+    with pytest.raises(UsageError) as err:
+        app.check_mode(spec(userns=True))
+    assert str(err.value).startswith("apptainer --userns (user-namespace mode) cannot run here: user namespaces are "
+                                     "switched off (x); ask for setuid mode instead (--no-userns")
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # not installed here: the nodes' ranks say
+    app.check_mode(spec(userns=True))
+    app.check_mode(spec())

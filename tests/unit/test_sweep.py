@@ -140,14 +140,15 @@ def test_cli_sweep_submit_calls_sbatch_per_point(tmp_path, hpcai, monkeypatch):
     (bin_dir / "sbatch").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
     sif = tmp_path / "img.sif"  # apptainer only as text here: the plan needs the file, not the engine
-    sif.write_bytes(b"")
+    sif.write_bytes(b"")  # (--userns: as root here Apptainer runs only in that mode)
     r = hpcai("sweep", "--submit", "--nodes", "1,4", "--site", "generic-slurm", "--runtime", "apptainer",
-              "--image", str(sif), "-o", str(tmp_path / "sw"), "mpi-allreduce")
+              "--userns", "--image", str(sif), "-o", str(tmp_path / "sw"), "mpi-allreduce")
     assert r.exit_code == 0, r.stderr
     runs = json.loads((tmp_path / "sw" / "sweep.json").read_text())["runs"]
     assert r.stdout.split() == ["1", "2"] and [p["job_id"] for p in runs] == ["1", "2"]
     assert log.read_text().splitlines() == [f"--parsable {p['script']}" for p in runs]
     assert all((Path(p["run_dir"]) / "job_id").read_text() == p["job_id"] + "\n" for p in runs)
+    assert all("--userns" in _exec_argv(Path(p["script"])) for p in runs)  # the mode reaches every job
 
 
 def test_cli_sweep_submit_needs_slurm_site(tmp_path, hpcai):
