@@ -21,7 +21,10 @@ other's segments), keeps TCP on the loopback, and makes waiting ranks yield (4 r
 on both sides alike. Runs are interleaved (host, docker, podman, …, then again) and repeated;
 the figure per runtime is the median's ratio to the host's median.
 
-    python benchmarks/container_parity.py [--quick] [--repeats 5] [--runtimes docker,podman,charliecloud,pyxis]
+Apptainer runs the SIF `hpcai sif` makes of the image (cached by image Id), in user-namespace mode
+where this host's root cannot run it otherwise; each node's two ranks share one instance.
+
+    python benchmarks/container_parity.py [--quick] [--repeats 5] [--runtimes docker,podman,charliecloud,pyxis,apptainer]
                                           [--image TAG] [--podman-image TAG] [--out DIR]
 
 Writes DIR/parity.json (every run's value), DIR/parity.png (hpcai.results' bars: one panel per
@@ -165,7 +168,7 @@ class Sides:
             bind = [] if side == "charliecloud" else ["--bind", f"{self.work}:{self.work}"]
             argv = [*hpcai_argv(), "launch", "--image", self.images[side], "--runtime", side,
                     "--site", "generic-slurm", "-N", "2", "--ntasks-per-node", str(w.per_node), "--mpi", "pmix",
-                    *bind, "--output-dir", str(out), "--cmd", "--", *self.command(w)]
+                    *bind, *side_options(side), "--output-dir", str(out), "--cmd", "--", *self.command(w)]
             res, log = run(argv, self.env), out / "logs" / "rank-0.out"
         if res.returncode:
             raise RuntimeError(f"{side} {w.label} exit {res.returncode}: {res.stderr.strip()[-800:]}")
@@ -195,8 +198,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer workloads and repeats (3)")
     ap.add_argument("--repeats", type=int, help="interleaved repeats (default 5, --quick 3)")
-    ap.add_argument("--runtimes", help="comma-separated (default: docker,podman,charliecloud, and pyxis where "
-                                       "srun has the plugin)")
+    ap.add_argument("--runtimes", help="comma-separated (default: docker,podman,charliecloud, pyxis where "
+                                       "srun has the plugin, apptainer where it is installed)")
     ap.add_argument("--image", help="pytorch-cpu docker tag (default: $HPCAI_PYTORCH_CPU_IMAGE, else the newest)")
     ap.add_argument("--podman-image", help="the same image in podman's storage (default: copied from docker)")
     ap.add_argument("--out", type=Path, default=REPO / "build" / "bench" / "container-parity")
@@ -231,6 +234,8 @@ def main() -> int:
         images["charliecloud"] = squashfs(image, env)
     if "pyxis" in runtimes:
         images["pyxis"] = sqsh(image, env)
+    if "apptainer" in runtimes:
+        images["apptainer"] = sif(image, env)
     sides = Sides(work, venv, images, env)
 
     results: dict[str, dict[str, list[float]]] = {w.label: {s: [] for s in ["host", *runtimes]} for w in wl}
@@ -281,9 +286,35 @@ def main() -> int:
 
 
 def default_runtimes() -> str:
-    """docker, podman, charliecloud, and pyxis where this cluster's srun has the plugin."""
+    """docker, podman, charliecloud, pyxis where this cluster's srun has the plugin, apptainer where
+    it is installed."""
     plugin = shutil.which("srun") and "--container-image" in run(["srun", "--help"], os.environ).stdout
-    return "docker,podman,charliecloud" + (",pyxis" if plugin else "")
+    return "docker,podman,charliecloud" + (",pyxis" if plugin else "") + (",apptainer" if shutil.which("apptainer") else "")
+
+
+def side_options(side: str) -> list[str]:
+    """apptainer: user-namespace mode where root here cannot run it otherwise (a site file's
+    apptainer_userns would say so at a site)."""
+    if side != "apptainer":
+        return []
+    from hpcai.run.runtimes.apptainer import root_caps_missing
+
+    return ["--userns"] if root_caps_missing() else []
+
+
+def sif(image: str, env: dict[str, str]) -> str:
+    """The docker image as a SIF made by `hpcai sif`, once per image Id (HPCAI_APPTAINER_CACHE)."""
+    from hpcai.image.sif import sif_name
+
+    image_id = run(["docker", "image", "inspect", "-f", "{{.Id}}", image], env).stdout.strip()
+    cache = Path(os.environ.get("HPCAI_APPTAINER_CACHE", "/var/tmp/hpcai-sif"))
+    out = cache / sif_name(f"bench-{image}-{image_id.removeprefix('sha256:')[:12]}")
+    if not out.is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        res = run([*hpcai_argv(), "sif", image, "-o", str(out)], env, timeout=1800)
+        if res.returncode:
+            raise SystemExit(f"container_parity: hpcai sif {image} failed:\n{res.stderr[-1500:]}")
+    return str(out)
 
 
 def sqsh(image: str, env: dict[str, str]) -> str:

@@ -14,6 +14,11 @@ between sibling namespaces; Open MPI then warns "CMA is not available due to dif
 namespaces" and falls back to copying through shared memory (a 4 MiB bandwidth loop did not finish
 in 60 s). hpcai makes the ranks of a node join one container (`ch-run --join-ct --join-tag`).
 
+Apptainer: each `apptainer exec` makes its own user, PID and IPC namespaces (with --containall a
+private /tmp and /dev/shm too); two ranks of a node then crashed in vader after PMIx's dstore lock
+failed. hpcai runs a node's ranks in one instance (`apptainer exec instance://…`), with the PMIx
+server's folder bound; both SIF origins are checked, in user-namespace mode (--userns).
+
 One node only: the test cluster's fake nodes share this machine's /dev/shm and host name, which
 vader cannot tell apart (tests/engines.py). Each launch takes a few seconds.
 """
@@ -32,11 +37,11 @@ CMA_ENV = ("OMPI_MCA_btl=vader,self", "OMPI_MCA_btl_vader_single_copy_mechanism=
 PAYLOAD = ("mpi-allreduce", "min_bytes=1048576", "max_bytes=4194304", "iters=5", "warmup=1")
 
 
-def _launch(image: str, runtime: str, run_dir: Path) -> subprocess.CompletedProcess:
+def _launch(image: str, runtime: str, run_dir: Path, *options: str) -> subprocess.CompletedProcess:
     env_opts = [a for e in CMA_ENV for a in ("--env", e)]
     argv = [sys.executable, "-m", "hpcai", "launch", "--image", image, "--runtime", runtime,
             "--site", "generic-slurm", "-N", "1", "--ntasks-per-node", "2", "--mpi", "pmix",
-            "--output-dir", str(run_dir), *env_opts, *PAYLOAD]
+            "--output-dir", str(run_dir), *options, *env_opts, *PAYLOAD]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False,
                           env={**os.environ, "USER": os.environ.get("USER") or "root"})
 
@@ -71,3 +76,13 @@ def test_cma_between_podman_ranks(podman_pytorch_image, tmp_path):
 def test_cma_between_charliecloud_ranks(pytorch_cpu_image, ch_squashfs, tmp_path):
     run_dir = tmp_path / "charliecloud"
     _check(_launch(ch_squashfs(pytorch_cpu_image), "charliecloud", run_dir), run_dir)
+
+
+@pytest.mark.slurm
+@pytest.mark.docker
+@pytest.mark.apptainer
+@pytest.mark.parametrize("origin", ["pytorch_cpu_sif", "pytorch_cpu_def_sif"])
+def test_cma_between_apptainer_ranks(origin, request, tmp_path):
+    run_dir = tmp_path / "apptainer"
+    _check(_launch(request.getfixturevalue(origin), "apptainer", run_dir, "--userns"), run_dir)
+    assert "instance://{group}" in (run_dir / "plan.json").read_text()  # one instance for the node

@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -235,3 +236,36 @@ def test_charliecloud_two_nodes_sum_right_with_the_host_mpi(mpich_squashfs, host
         # ch-run shares the host's /tmp: the hook's per-job folders (hpcai-mpi-USER-JOB-STEP-RANK)
         for path in Path("/tmp").glob(f"hpcai-mpi-{ENV['USER']}-[0-9]*"):
             shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def mpich_sif(mpich_cpu_image, tmp_path_factory) -> str:
+    """The MPICH image as a SIF made by `hpcai sif`, kept in HPCAI_APPTAINER_CACHE under its image Id
+    (Apptainer makes the bind destinations itself: no mount points needed)."""
+    from hpcai.image.engine import image_id
+
+    cache = Path(os.environ.get("HPCAI_APPTAINER_CACHE", "/var/tmp/hpcai-sif"))
+    cache.mkdir(parents=True, exist_ok=True)
+    sif = cache / f"mpich-cpu-{image_id('docker', mpich_cpu_image).split(':')[-1][:16]}.sif"
+    if not sif.is_file():
+        res = run(*[sys.executable, "-m", "hpcai"], "sif", mpich_cpu_image, "-o", str(sif), timeout=1800,
+                  env={**ENV, "HPCAI_WORK_DIR": str(tmp_path_factory.mktemp("sif-mpich"))})
+        assert res.returncode == 0, res.stderr[-4000:]
+    return str(sif)
+
+
+@pytest.mark.slurm
+@pytest.mark.docker
+@pytest.mark.apptainer
+def test_apptainer_two_nodes_sum_right_with_the_host_mpi(mpich_sif, host_mpi, program, site, hpcai_exe, tmp_path):
+    run_dir = tmp_path / tmp_path.name
+    res = launch(hpcai_exe, site, mpich_sif, run_dir, "--runtime", "apptainer", "--userns", "--host-mpi",
+                 "-N", "2", "--ntasks-per-node", "2", "--bind", str(program), cmd=[str(program / "allreduce")])
+    assert res.returncode == 0, explain(res, run_dir)
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert "--mpi=pmi2" in plan["argv"]  # the host MPI's own PMI type, through Apptainer's inherited PMI_FD
+    for rank in range(4):
+        out = (run_dir / "logs" / f"rank-{rank}.out").read_text(errors="replace")
+        assert f"SUM {rank} 4 10" in out, (rank, out)
+        assert_host_mapped(out, host_mpi)
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"

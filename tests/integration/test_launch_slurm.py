@@ -1,10 +1,14 @@
 """`hpcai launch` on the real Slurm test cluster (tests/infra/slurm-up.sh: nid[001-004]) with the
-real pytorch-cpu image, under the docker and charliecloud runtimes.
+real pytorch-cpu image, under the docker, charliecloud and apptainer runtimes.
 
 Every test drives the CLI as a subprocess, exactly as a user would, and reads the run record it
 leaves (plan.json, status.json, logs/rank-N.out|err). Nothing is mocked: ranks are Slurm tasks on
 different fake nodes, each in its own container; the MPI test goes through Slurm's PMIx plugin and
 the image's Open MPI; the gloo test through torch.distributed over TCP.
+
+Apptainer runs the SIF `hpcai sif` made of that image, in user-namespace mode (--userns: root on
+these VMs lacks a capability its setuid-less root mode needs); the ranks of an MPI world on a node
+share one instance (tests/integration/test_launch_slurm_apptainer.py has the rest).
 
 The fake nodes all live on this one machine and share its host name, so Open MPI's shared-memory
 transport would mix up segments of ranks on different fake nodes: the MPI test selects TCP
@@ -33,7 +37,13 @@ LAUNCH_TIMEOUT = 120
 RUNTIMES = [
     pytest.param("docker", marks=[pytest.mark.slurm, pytest.mark.docker]),
     pytest.param("charliecloud", marks=[pytest.mark.slurm, pytest.mark.docker, pytest.mark.charliecloud]),
+    # The SIF `hpcai sif` made of the same image (tests/conftest.py), in user-namespace mode: root
+    # on these VMs lacks a capability Apptainer's setuid-less root mode asks for.
+    pytest.param("apptainer", marks=[pytest.mark.slurm, pytest.mark.docker, pytest.mark.apptainer]),
 ]
+# Options each runtime needs on this machine (the site profile would carry them at a real site).
+RUNTIME_OPTIONS = {"apptainer": ("--userns",)}
+PRIVATE_TMP = ("docker", "apptainer")  # their containers see a private /tmp: the marks folder is bound in
 
 GLOO = """
 import torch, torch.distributed as dist
@@ -55,6 +65,8 @@ print("MPI", comm.Get_rank(), comm.Get_size(), total, MPI.Get_library_version().
 @pytest.fixture
 def image_for(request, pytorch_cpu_image):
     def pick(runtime: str) -> str:
+        if runtime == "apptainer":
+            return request.getfixturevalue("pytorch_cpu_sif")
         return request.getfixturevalue("ch_squashfs")(pytorch_cpu_image) if runtime == "charliecloud" else pytorch_cpu_image
     return pick
 
@@ -62,7 +74,7 @@ def image_for(request, pytorch_cpu_image):
 def launch(hpcai_exe, image: str, runtime: str, run_dir: Path, *options: str,
            cmd: list[str]) -> tuple[subprocess.CompletedProcess, float]:
     argv = [*hpcai_exe, "launch", "--image", image, "--runtime", runtime, "--site", "generic-slurm",
-            "--output-dir", str(run_dir), *options, "--cmd", "--", *cmd]
+            "--output-dir", str(run_dir), *RUNTIME_OPTIONS.get(runtime, ()), *options, "--cmd", "--", *cmd]
     start = time.monotonic()
     res = subprocess.run(argv, capture_output=True, text=True, env=ENV, cwd=run_dir.parent,
                          timeout=LAUNCH_TIMEOUT)
@@ -162,6 +174,8 @@ def test_failing_rank_ends_the_job_and_is_named(runtime, image_for, hpcai_exe, t
         left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=hpcai.run={run_dir.name}"],
                               capture_output=True, text=True, check=True).stdout.split()
         assert left == [], f"containers left behind: {left}"
+    if runtime == "apptainer":
+        assert_no_instances(run_dir)
 
 
 JSC_LIKE_SITE = """
@@ -206,11 +220,12 @@ def test_sigterm_stops_every_rank_and_leaves_nothing_behind(runtime, image_for, 
     marks = tmp_path / "started"
     marks.mkdir()
     nap = f"300.{os.getpid()}{len(runtime)}"  # a unique `sleep` argument to look for afterwards
-    # Each rank leaves a mark (ch-run shares the host /tmp; docker gets it bound), then sleeps.
+    # Each rank leaves a mark (ch-run shares the host /tmp; docker and apptainer get it bound), then sleeps.
     script = f'touch {marks}/rank-$RANK && exec sleep {nap}'
     argv = [*hpcai_exe, "launch", "--image", image_for(runtime), "--runtime", runtime,
             "--site", "generic-slurm", "-N", "2", "--ntasks-per-node", "2", "--output-dir", str(run_dir),
-            *(["--bind", str(marks)] if runtime == "docker" else []), "--cmd", "--", "sh", "-c", script]
+            *RUNTIME_OPTIONS.get(runtime, ()), *(["--bind", str(marks)] if runtime in PRIVATE_TMP else []),
+            "--cmd", "--", "sh", "-c", script]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
                             cwd=tmp_path)
     try:
@@ -236,3 +251,13 @@ def test_sigterm_stops_every_rank_and_leaves_nothing_behind(runtime, image_for, 
         left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=hpcai.run={run_dir.name}"],
                               capture_output=True, text=True, check=True).stdout.split()
         assert left == [], f"containers left behind: {left}"
+    if runtime == "apptainer":
+        assert_no_instances(run_dir)
+
+
+def assert_no_instances(run_dir: Path) -> None:
+    """No Apptainer instance of the run (a node's peer group, which holds the SIF's FUSE mount) is left."""
+    listing = subprocess.run(["apptainer", "instance", "list", "--json"], capture_output=True, text=True,
+                             check=True).stdout
+    names = [i["instance"] for i in json.loads(listing or "{}").get("instances", [])]
+    assert not [n for n in names if run_dir.name in n], f"instances left behind: {names}"

@@ -431,7 +431,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         gpu=gpu, containall=site.containall, cleanenv=site.cleanenv, apptainer_command=site.apptainer_command,
         userns=site.apptainer_userns if opts.userns is None else opts.userns,
         labels=(("hpcai.run", run_dir.name),) if runtime.engine else (),
-        peers=geom.ntasks_per_node if _mpi_world(call, opts, geom, backend) else 1,
+        peers=geom.ntasks_per_node if _shares_nodes(runtime, call, opts, geom, backend) else 1,
         # ch-convert always writes /ch/environment; a hand-made image folder may lack it.
         image_env=not Path(opts.image).is_dir() or (Path(opts.image) / "ch" / "environment").is_file(),
         fabric_hooks=hooks_on(site, runtime), mpi=labels.get("hpcai.mpi", ""), run_dir=str(run_dir))
@@ -572,6 +572,16 @@ def _mpi_world(call: PayloadCall, opts: LaunchOptions, geom: Geometry, backend: 
     waits for every rank), which ch-run's --join needs, and the rank shim names their group."""
     return (not backend.per_rank and not geom.per_gpu
             and (call.needs_mpi or opts.mpi not in (None, "none")))
+
+
+def _shares_nodes(runtime: Runtime, call: PayloadCall, opts: LaunchOptions, geom: Geometry, backend: Backend) -> bool:
+    """A node's ranks form a peer group: those of one MPI world (_mpi_world), and for a runtime
+    whose group any rank may join at any time (apptainer's instance: `groups_any_ranks`) every
+    rank a launcher starts several of per node (MPI whether or not hpcai knows it, as a --cmd with
+    the site's host MPI; NCCL's and MPICH's shared memory under --containall)."""
+    if getattr(runtime, "groups_any_ranks", False):
+        return not backend.per_rank and not geom.per_gpu
+    return _mpi_world(call, opts, geom, backend)
 
 
 def _joins(runtime: Runtime, spec: Any) -> bool:

@@ -9,7 +9,8 @@ its setuid starter (common at sites, and Debian's build) runs unprivileged users
 namespace by itself, but root only with `--userns`; `check_mode` says before any rank starts when
 the mode asked for cannot run on this host.
 
-Ranks that share a node share one container (the node's peer group): every `apptainer exec`
+Ranks that share a node share one container (the node's peer group, for every launch with several
+ranks per node under srun or mpiexec, MPI or not): every `apptainer exec`
 otherwise makes its own user, mount, PID and IPC namespaces (with `--containall` also a private
 /tmp and /dev/shm), so Open MPI's shared-memory transport between two ranks of a node finds
 neither the other's segments nor its PID, and the kernel refuses process_vm_readv between sibling
@@ -47,7 +48,8 @@ class ApptainerRuntime:
     env_prefix = "APPTAINERENV_"
     image_is_file = True
     engine = False
-    joins = True  # the ranks of one MPI world on a node share an instance (see above)
+    joins = True  # the ranks on a node share an instance (see above)
+    groups_any_ranks = True  # a rank may enter the instance whenever it starts (not only an MPI world's)
 
     def clean_env(self, site) -> bool:
         return site.cleanenv  # --cleanenv per site (pass_env is forwarded explicitly)
