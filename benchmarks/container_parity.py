@@ -306,15 +306,8 @@ def sif(image: str, env: dict[str, str]) -> str:
     """The docker image as a SIF made by `hpcai sif`, once per image Id (HPCAI_APPTAINER_CACHE)."""
     from hpcai.image.sif import sif_name
 
-    image_id = run(["docker", "image", "inspect", "-f", "{{.Id}}", image], env).stdout.strip()
     cache = Path(os.environ.get("HPCAI_APPTAINER_CACHE", "/var/tmp/hpcai-sif"))
-    out = cache / sif_name(f"bench-{image}-{image_id.removeprefix('sha256:')[:12]}")
-    if not out.is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        res = run([*hpcai_argv(), "sif", image, "-o", str(out)], env, timeout=1800)
-        if res.returncode:
-            raise SystemExit(f"container_parity: hpcai sif {image} failed:\n{res.stderr[-1500:]}")
-    return str(out)
+    return converted(image, env, "sif", cache, lambda short_id: sif_name(f"bench-{image}-{short_id}"))
 
 
 def sqsh(image: str, env: dict[str, str]) -> str:
@@ -322,14 +315,19 @@ def sqsh(image: str, env: dict[str, str]) -> str:
     the cache the pyxis tests use)."""
     from hpcai.image.sqsh import sqsh_name
 
-    image_id = run(["docker", "image", "inspect", "-f", "{{.Id}}", image], env).stdout.strip()
     cache = Path(os.environ.get("HPCAI_SQSH_CACHE", "/var/tmp/hpcai-sqsh"))
-    out = cache / sqsh_name(f"{image}-{image_id.removeprefix('sha256:')[:12]}")
+    return converted(image, env, "sqsh", cache, lambda short_id: sqsh_name(f"{image}-{short_id}"))
+
+
+def converted(image: str, env: dict[str, str], command: str, cache: Path, name) -> str:
+    """CACHE/name(short image Id), made by `hpcai COMMAND IMAGE -o …` unless it is there."""
+    image_id = run(["docker", "image", "inspect", "-f", "{{.Id}}", image], env).stdout.strip()
+    out = cache / name(image_id.removeprefix("sha256:")[:12])
     if not out.is_file():
         cache.mkdir(parents=True, exist_ok=True)
-        res = run([*hpcai_argv(), "sqsh", image, "-o", str(out)], env, timeout=1800)
+        res = run([*hpcai_argv(), command, image, "-o", str(out)], env, timeout=1800)
         if res.returncode:
-            raise SystemExit(f"container_parity: hpcai sqsh {image} failed:\n{res.stderr[-1500:]}")
+            raise SystemExit(f"container_parity: hpcai {command} {image} failed:\n{res.stderr[-1500:]}")
     return str(out)
 
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from engines import engine_available
 from imagebuild import pip_build_inputs
+from sifcache import cached_sif
 
 REPO = Path(__file__).resolve().parents[1]
 REQUIRE = os.environ.get("HPCAI_REQUIRE_ENGINES") == "1"
@@ -195,20 +195,6 @@ def tensorflow_cpu_image(tmp_path_factory) -> str:
 # file lets one session build while another waits for it. Each fixture returns the SIF's path.
 
 
-def _cached_sif(name: str, make: Callable[[Path], None]) -> str:
-    """CACHE/NAME, made by make(path) unless it is there; one maker at a time (flock)."""
-    import fcntl
-
-    cache = Path(os.environ.get("HPCAI_APPTAINER_CACHE", "/var/tmp/hpcai-sif"))
-    cache.mkdir(parents=True, exist_ok=True)
-    sif = cache / name
-    with open(cache / f".{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not sif.is_file():
-            make(sif)
-    return str(sif)
-
-
 def _hpcai_sif_cli(argv: list[str], what: str, workdir: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "hpcai", *argv], capture_output=True, text=True, timeout=3600,
                          check=False, env={**os.environ, "HPCAI_WORK_DIR": str(workdir)})
@@ -231,8 +217,8 @@ def pytorch_cpu_sif(pytorch_cpu_image, tmp_path_factory) -> str:
     definition = render_conversion(pytorch_cpu_image, image_labels("docker", pytorch_cpu_image))
     key = hashlib.sha256(f"{image_id('docker', pytorch_cpu_image)}\n{definition}".encode()).hexdigest()[:16]
     work = tmp_path_factory.mktemp("sif-pytorch-cpu")
-    return _cached_sif(f"pytorch-cpu-converted-{key}.sif", lambda sif: _hpcai_sif_cli(
-        ["sif", pytorch_cpu_image, "-o", str(sif)], f"hpcai sif {pytorch_cpu_image}", work))
+    return str(cached_sif(f"pytorch-cpu-converted-{key}.sif", lambda sif: _hpcai_sif_cli(
+        ["sif", pytorch_cpu_image, "-o", str(sif)], f"hpcai sif {pytorch_cpu_image}", work)))
 
 
 # The def build takes its base from the local Docker engine (--bootstrap docker-daemon): no
@@ -276,6 +262,6 @@ def pytorch_cpu_def_sif(tmp_path_factory) -> str:
     work = tmp_path_factory.mktemp("sif-pytorch-cpu-def")
     inputs = pip_build_inputs()
     key = _def_sif_key(inputs, work)
-    return _cached_sif(f"pytorch-cpu-def-{key}.sif", lambda sif: _hpcai_sif_cli(
+    return str(cached_sif(f"pytorch-cpu-def-{key}.sif", lambda sif: _hpcai_sif_cli(
         ["build", "pytorch-cpu", "--builder", "apptainer", *DEF_SIF_OPTIONS, *inputs, "-o", str(sif)],
-        "hpcai build pytorch-cpu --builder apptainer", work))
+        "hpcai build pytorch-cpu --builder apptainer", work)))

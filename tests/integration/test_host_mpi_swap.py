@@ -1,6 +1,7 @@
 """The host MPI swap for real: a site's `mpi_swap` through `hpcai launch`, the 15-host-mpi hook in the
 real MPICH image (`mpich_cpu_image`: pytorch-cpu --mpi mpich, Debian's MPICH 4.0.2 packages), under
-Docker and Charliecloud, and an MPI program across 2 Slurm nodes with the swapped library.
+Docker, Charliecloud and Apptainer (the image as a SIF from `hpcai sif`), and an MPI program across
+2 Slurm nodes with the swapped library.
 
 The "host MPI" stands in for Cray MPICH, laid out as cray-mpich-abi is (`lib/libmpi.so.12`, the
 upstream name): a copy of this machine's Debian libmpich.so.12 under a test prefix, with an ELF

@@ -14,37 +14,20 @@ found on the host by a command line no other process has, not by the PID they se
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sifcache import cached_sif
 
 pytestmark = [pytest.mark.apptainer, pytest.mark.docker]
 
 BASE = os.environ.get("HPCAI_DEBIAN_BASE", "debian:bookworm-slim")  # as tests/infra/docker-up.sh
-
-
-def cached_sif(name: str, make: Callable[[Path], None]) -> Path:
-    """HPCAI_APPTAINER_CACHE/NAME (default /var/tmp/hpcai-sif, as tests/infra/apptainer-up.sh),
-    made by make(PART) unless it is there, then renamed: a killed session never leaves a bad entry,
-    and a lock lets one session build while another waits."""
-    cache = Path(os.environ.get("HPCAI_APPTAINER_CACHE", "/var/tmp/hpcai-sif"))
-    cache.mkdir(parents=True, exist_ok=True)
-    sif = cache / name
-    with open(cache / f".{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not sif.is_file():
-            part = cache / f"{name}.part"
-            make(part)
-            part.rename(sif)
-    return sif
 
 
 def apptainer_build(part: Path, source: str) -> None:

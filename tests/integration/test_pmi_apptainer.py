@@ -13,7 +13,8 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from test_launch_apptainer_local import apptainer_build, cached_sif, debian_sif_path
+from sifcache import cached_sif
+from test_launch_apptainer_local import apptainer_build, debian_sif_path
 
 from hpcai.errors import UsageError
 from hpcai.run.plan import LaunchOptions, plan_launch
