@@ -290,3 +290,12 @@ def test_render_context_never_deletes_a_users_folder(hpcai, tmp_path: Path):
     assert (ctx / "Dockerfile").is_file() and (ctx / ".hpcai-context").is_file()
     (tmp_path / "file").write_text("x")
     assert hpcai("render", "pytorch-cpu", "--context", str(tmp_path / "file")).exit_code == 2
+
+
+def test_render_context_def_has_the_bootstrap_asked_for(hpcai, tmp_path):
+    """`render --context DIR --bootstrap B` writes the def it prints into DIR, not the default one."""
+    res = hpcai("render", "pytorch-cpu", "--format", "apptainer", "--bootstrap", "docker-daemon",
+                "--context", str(tmp_path / "ctx"))
+    assert res.exit_code == 0, res.stderr
+    written = (tmp_path / "ctx" / "hpcai.def").read_text()
+    assert written.count("Bootstrap: docker-daemon") == 2 and "Bootstrap: docker\n" not in written

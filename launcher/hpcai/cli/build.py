@@ -137,7 +137,7 @@ def render_cmd(
     if context_dir is not None:
         from hpcai.image.context import prepare_context
 
-        prepare_context(spec, context_dir)
+        prepare_context(spec, context_dir, bootstrap)  # its def as printed
     typer.echo(text, nl=False)
 
 
