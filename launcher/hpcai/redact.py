@@ -19,8 +19,14 @@ from collections.abc import Iterable, Mapping
 
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASS|CREDENTIAL|AUTH|CONNECTION_?STRING|PRIVATE|COOKIE",
                          re.IGNORECASE)
-# scheme://user:password@host — the password part; and Azure/ODBC-style key=value secrets
-_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)(?P<secret>[^/\s@]+)(?=@)")
+# scheme://user:password@host — the password part; and Azure/ODBC-style key=value secrets.
+# Every pattern here runs in linear time on a value of any length (issue 25: a 32 KB `-e` value
+# took 10 s): each match may only start where a scan cannot be restarted one character later.
+# The scheme used to be tried at every letter of a long word (quadratic); the lookbehind lets it
+# start only at the start of a run of scheme characters, and the run's leading digits/+.- go into
+# `head` (kept as they are), so what is redacted is exactly what it was.
+_USERINFO = re.compile(r"(?<![A-Za-z0-9+.-])(?P<head>[0-9+.-]*[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:)"
+                       r"(?P<secret>[^/\s@]+)(?=@)")
 _KV_SECRET = re.compile(r"(?P<head>(?:AccountKey|Password|Pwd|SharedAccessSignature|SharedAccessKey|Secret)=)"
                         r"(?P<secret>[^;\s]+)", re.IGNORECASE)
 REDACTED = "***"
@@ -77,16 +83,18 @@ def redact_argv(argv: Iterable[str]) -> list[str]:
             hide_next = False
             continue
         head, sep, rest = tok.partition("=")
+        # the part kept in front of a hidden value may itself hold a URL's password (a `sh -c`
+        # string: "curl https://u:PW@h && X_TOKEN=v"), so it is redacted by shape too
         if sep and head.startswith("-"):  # a flag: --set-env=NAME=value or --api-key=value
             name, sep2, _ = rest.partition("=")
             if sep2 and is_secret(name):
-                out.append(f"{head}={name}={REDACTED}")
+                out.append(f"{redact_value(head)}={redact_value(name)}={REDACTED}")
             elif _secret_flag(head):
                 out.append(f"{head}={REDACTED}")
             else:
                 out.append(redact_value(tok))
         elif sep and is_secret(head):
-            out.append(f"{head}={REDACTED}")
+            out.append(f"{redact_value(head)}={REDACTED}")
         elif not sep and _secret_flag(tok):
             out.append(tok)
             hide_next = True  # `--password VALUE`: the next token is the secret

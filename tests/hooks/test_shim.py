@@ -135,15 +135,35 @@ def test_exit_code_file_logs_and_stdin(shell, workdir):
     assert (logs / "rank-5.out").read_text() == "out\n" and (logs / "rank-5.err").read_text() == "err\n"
 
 
+def _default_signals() -> None:
+    """In the shim's process before it execs: SIGINT and SIGTERM to their defaults. A shell
+    cannot trap a signal ignored when it started, and a test run from a background job (`make
+    test &`) has SIGINT ignored, which every child inherits; srun starts ranks with defaults."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signals_reach_the_child_and_its_code_is_kept(shell, workdir, sig):
     proc = subprocess.Popen([shell, str(SHIM), "--exit-dir", str(workdir), "--", "sh", "-c",
                              "trap 'exit 9' TERM; echo ready; sleep 30 & wait"],
-                            env={**BASE_ENV, **SLURM}, stdout=subprocess.PIPE, text=True)
+                            env={**BASE_ENV, **SLURM}, stdout=subprocess.PIPE, text=True,
+                            preexec_fn=_default_signals)
     assert proc.stdout.readline() == "ready\n"
     proc.send_signal(sig)  # SIGINT arrives as SIGTERM: background commands of sh ignore SIGINT
     assert proc.wait(timeout=20) == 9
     assert (workdir / "rank-5.exit").read_text() == "9\n"
+
+
+@pytest.mark.hostile
+def test_the_signal_test_passes_when_started_with_sigint_ignored():
+    """As `make test &` runs it: a background job of a non-interactive shell starts with SIGINT
+    ignored, and every child inherits that. The test above sets the dispositions it relies on."""
+    code = ("import signal, sys, pytest; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+            f"sys.exit(pytest.main([{__file__!r}, '-q', '-p', 'no:cacheprovider', "
+            "'-k', 'test_signals_reach_the_child_and_its_code_is_kept']))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "4 passed" in res.stdout, res.stdout[-2000:]
 
 
 def test_sigterm_kills_the_container_by_name(shell, workdir, engine):

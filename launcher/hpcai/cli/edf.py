@@ -1,6 +1,8 @@
 """CLI command: `hpcai edf IMAGE` writes a CSCS Container Engine EDF for users who launch by hand
 (`srun --environment=FILE CMD`): the site's mounts and environment, hpcai's entrypoint off in the
-EDF (name it in the command), and the hook annotations (hpcai.run.edf)."""
+EDF (name it in the command), and the hook annotations (hpcai.run.edf). Secrets stay out of the
+file and stdout, as with `launch --runtime ce`: the container inherits them from srun's
+environment, and a note names them."""
 
 from __future__ import annotations
 
@@ -46,7 +48,11 @@ def register(app: typer.Typer) -> None:
 
             raise UsageError(f"--nccl-variant {nccl_variant!r}: expected one of "
                              f"{', '.join(edf.ANNOTATIONS['com.hooks.aws_ofi_nccl.variant'])}")
-        text = edf.render(edf.build(spec))
+        _, secrets = edf.split_secrets(spec.env)
+        text = edf.render(edf.build(spec), inherited=secrets)
+        if secrets:
+            say(f"note: {', '.join(secrets)} kept out of the EDF (secret): export them where srun runs; "
+                "the container inherits them")
         if not output:
             emit(text)
             return

@@ -77,7 +77,7 @@ def submit_cmd(words: list[str] | None, cmd: bool, repeat: int, no_submit: bool,
 
     from hpcai.run import submit as batch
     from hpcai.errors import UsageError
-    from hpcai.run.plan import check_repeat, plan_launch
+    from hpcai.run.plan import check_repeat
 
     check_repeat(repeat)
     if (wait or wait_timeout is not None) and no_submit:
@@ -88,11 +88,34 @@ def submit_cmd(words: list[str] | None, cmd: bool, repeat: int, no_submit: bool,
     jobs = []
     for _ in range(repeat):  # planned one after the other: each takes the next free record name
         each = replace(opts)  # submit_plan sets its output_dir to the record it writes
-        script, job_id = batch.submit_plan(plan_launch(each, check=not no_submit), each, submit=not no_submit)
+        script, job_id = _submit_one(batch, each, not no_submit)
         emit(job_id or str(script))
         jobs.append((script, job_id))
     if wait or wait_timeout is not None:
         raise typer.Exit(max(batch.wait_for(job_id, script.parent, wait_timeout) for script, job_id in jobs))
+
+
+def _submit_one(batch, opts, submit: bool):
+    """One batch job: its record folder claimed, then its script written (and submitted). A
+    folder claimed here is given back when no script could be written in it (a refused value)."""
+    from pathlib import Path
+
+    from hpcai.run import record
+
+    given, root = opts.output_dir, Path(opts.runs_root)
+    made = [] if given else [p for p in (root, *root.parents) if not p.exists()]  # what the claim makes
+    plan = batch.plan_record(opts, check=submit)
+    try:
+        return batch.submit_plan(plan, opts, submit=submit)
+    except BaseException:
+        if not given and not (Path(plan.run_dir) / batch.SCRIPT).exists():
+            record.abandon(Path(plan.run_dir))
+            for folder in made:  # the runs folder this submit made, while it is still empty
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+        raise
 
 
 def register(app: typer.Typer) -> None:

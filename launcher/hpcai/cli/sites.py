@@ -1,4 +1,7 @@
-"""CLI commands: `sites list` and `sites show NAME` (site profiles are data: launcher/hpcai/run/sites/*.toml)."""
+"""CLI commands: `sites list` and `sites show NAME` (site profiles are data: launcher/hpcai/run/sites/*.toml).
+
+A site file may come from a shared HPCAI_SITE_PATH, so every text from it reaches the terminal
+through `console.plain`/`cell` (an escape sequence in a description is shown, never run)."""
 
 from __future__ import annotations
 
@@ -26,12 +29,13 @@ def register(app: typer.Typer) -> None:
             return
         from rich.table import Table
 
-        from hpcai.console import out
+        from hpcai.console import cell, out
 
         table = Table("site", "backend", "runtime", "mpi", "gpu", "gpus/node", box=None)
         for s in rows:
             mark = " (detected)" if s.name == detected else ""
-            table.add_row(s.name + mark, s.backend, s.runtime, s.mpi or "default", s.gpu, str(s.gpus_per_node))
+            table.add_row(*map(cell, (s.name + mark, s.backend, s.runtime, s.mpi or "default", s.gpu,
+                                      s.gpus_per_node)))
         out.print(table)
 
     @sites.command("show")
@@ -53,16 +57,17 @@ def register(app: typer.Typer) -> None:
 
             emit_json(data)
             return
-        from hpcai.console import out
+        from hpcai.console import out, plain
 
         for key, value in data.items():
             if isinstance(value, dict):
                 out.print(f"[bold]{key}[/]:", highlight=False)
                 for k, v in value.items():
-                    out.print(f"  {k} = {v}", highlight=False, markup=False)
+                    out.print(plain(f"  {k} = {v}"), highlight=False, markup=False)
             else:
-                shown = ", ".join(value) if isinstance(value, (list, tuple)) else value
+                shown = ", ".join(map(str, value)) if isinstance(value, (list, tuple)) else value
                 out.print(f"[bold]{key}[/]: ", end="", highlight=False)
-                out.print(str(shown), highlight=False, markup=False)
+                # a multi-line description stays indented under its key, so no line can pass for a field
+                out.print(plain(shown).replace("\n", "\n  "), highlight=False, markup=False)
 
     app.add_typer(sites, name="sites", rich_help_panel=PANEL)

@@ -28,7 +28,8 @@ def sweep(payload: str, nodes: str, var: list[str] | None, repeat: int, output_d
         raise UsageError("--wait waits for submitted jobs: use it with --submit")
     node_list = sw.parse_nodes(nodes)
     variables = sw.parse_vars(var or [])
-    pts = sw.points(node_list, variables, repeat)
+    pts = sw.points(node_list, variables, repeat)  # refuses a grid above sw.MAX_POINTS first
+    sw.check_vars(payload, variables)  # before the dry-run's listing: an unknown name is never shown
     if dry_run:
         for p in pts:
             extra = " ".join(f"{k}={v}" for k, v in p["payload_vars"].items())

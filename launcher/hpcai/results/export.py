@@ -6,7 +6,8 @@ Iterations, Time/iteration(s), Images/second, Tokens/second, Avg_TFLOPs/GPU, Ene
 by name, filled from the variables as the run resolved them (defaults and profiles too); the
 headline is also given as Metric/Value/Unit so every payload fits one table; provenance (image,
 digest, component versions, hpcai version, argv) closes each row. Version is the software's
-(the framework requirement, else the base image's tag), not the image path.
+(the framework requirement, else the base image's tag), not the image path. Every text cell of
+the CSV passes `csv_cell`: a spreadsheet opens it, and a record is text anyone may have edited.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from typing import Any
 
 from hpcai.console import plain
@@ -26,6 +28,24 @@ COLUMNS = [
     "Images/second", "Tokens/second", "Avg_TFLOPs/GPU", "Energy(Wh)", "EnergyFile", "Status", "Image",
     "ImageDigest", "ComponentVersions", "HpcaiVersion", "RunDir",
 ]
+
+
+# A cell a spreadsheet reads as a formula starts with one of these (OWASP "CSV injection"; tab
+# and CR because some spreadsheets skip them before looking for "=").
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def csv_cell(value: Any) -> Any:
+    """VALUE as a CSV cell no spreadsheet runs: text gets visible escapes for control characters
+    (console.plain) and a leading single quote when it would start a formula (OWASP's rule; shown
+    as typed, not computed). Numbers stay numbers, a number written as text ("-5") too."""
+    if value is None or isinstance(value, (int, float)):
+        return value
+    text = plain(value)  # any other value (a list from a damaged record, too) is written as text
+    if text.startswith(FORMULA_START) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
 
 
 def _first(values: dict[str, Any], *names: str) -> Any:
@@ -129,8 +149,8 @@ def to_csv(records: list[RunRecord]) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
     writer.writeheader()
-    for rec in records:  # record fields are text from files anyone may have edited: no terminal control
-        writer.writerow({k: plain(v) if isinstance(v, str) else v for k, v in row(rec).items()})
+    for rec in records:  # record fields are text from files anyone may have edited
+        writer.writerow({k: csv_cell(v) for k, v in row(rec).items()})
     return buf.getvalue()
 
 

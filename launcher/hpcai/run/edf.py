@@ -7,6 +7,10 @@ accepts, with their documented values. `build` makes the document for one contai
 tests any document against the schema (tests parse written files back with tomllib and call it),
 and `render` writes TOML with tomli-w: every value passes `_value` first, the one place that
 refuses what CE would read differently (a control character; `$`, which CE expands as ${VAR}).
+A secret (hpcai.redact's one rule, by name or by value) is never written: `build` leaves it out of
+[env] and the container inherits it from the environment `srun` runs in, as `launch --runtime ce`
+passes it; `render` names it in a comment, and `write` makes a private (0600) file without
+following a link planted at its path.
 
 Format: image = "REF or /path.sqsh"
         mounts = ["/src:/dst", "/src:/dst:ro"]
@@ -123,13 +127,25 @@ def build(spec: EdfSpec) -> dict[str, Any]:
         doc["writable"] = spec.writable
     if spec.mounts:
         doc["mounts"] = [_value("mount", mount(src, dst)) for src, dst in spec.mounts]
-    if spec.env:
-        doc["env"] = {name: _value(f"env {name}", value) for name, value in spec.env}
+    env, _ = split_secrets(spec.env)
+    if env:
+        doc["env"] = {name: _value(f"env {name}", value) for name, value in env}
     doc["annotations"] = {k: _value(f"annotation {k}", v) for k, v in annotations(spec).items()}
     problems = check(doc)
     if problems:
         raise UsageError(f"EDF: {problems[0]}")
     return doc
+
+
+def split_secrets(env: Iterable[tuple[str, str]]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """(the pairs an EDF may hold, the names of the secrets it must not): the rule that keeps them
+    out of every launch (hpcai.redact.secret_items), so `hpcai edf` and `launch --runtime ce` agree.
+    A left-out secret reaches the container by inheritance: CE passes srun's environment in."""
+    from hpcai.redact import is_secret_pair
+
+    pairs = tuple(env)
+    secret = tuple(name for name, value in pairs if is_secret_pair(name, value))
+    return tuple((n, v) for n, v in pairs if n not in secret), secret
 
 
 def _nest(flat: dict[str, str]) -> dict[str, Any]:
@@ -156,15 +172,22 @@ def flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def render(doc: dict[str, Any]) -> str:
+def render(doc: dict[str, Any], inherited: Iterable[str] = ()) -> str:
     """TOML text of a `build` document: the annotations as [annotations.com.hooks.X] tables, the
-    second of the two forms CE documents as equivalent."""
+    second of the two forms CE documents as equivalent. `inherited`: the secrets' names, written
+    in a comment (never their values) so that a reader of the file knows what srun must pass in."""
     import tomli_w
 
     out = dict(doc)
     if "annotations" in out:
         out["annotations"] = _nest(out["annotations"])
-    return "# Container Engine environment definition file, written by hpcai\n" + tomli_w.dumps(out)
+    head = "# Container Engine environment definition file, written by hpcai\n"
+    names = [_value("env name", name) for name in inherited]
+    if names:
+        # Format: # secrets, not written here: export them where srun runs (the container inherits them): A, B
+        head += ("# secrets, not written here: export them where srun runs (the container inherits them): "
+                 f"{', '.join(names)}\n")
+    return head + tomli_w.dumps(out)
 
 
 def _is_strings(value: Any) -> bool:
@@ -231,16 +254,24 @@ def without_swap(site: Any, binds: list[tuple[str, str]], env: dict[str, str],
 
 
 def write(path: Any, text: str) -> None:
-    """Write a new EDF: aside, then renamed over PATH, so a failed write leaves nothing half-written."""
+    """Write a new EDF, private (0600: its mounts and variables are the user's business): into a
+    fresh temp file beside PATH (mkstemp: O_EXCL, 0600), then renamed over PATH, so a failed write
+    leaves nothing half-written. A symbolic link at PATH is refused, never followed (issue 25: a
+    link planted there would send the file to its target); the rename replaces a link planted after
+    the check instead of writing through it."""
     import os
+    import tempfile
     from pathlib import Path
 
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    if path.is_symlink():
+        raise UsageError(f"-o {path}: is a symbolic link, which hpcai does not write through; "
+                         "remove it or give a new file name")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with open(tmp, "x") as fh:
+        with os.fdopen(fd, "w") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        Path(tmp).unlink(missing_ok=True)
         raise

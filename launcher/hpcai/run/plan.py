@@ -22,8 +22,8 @@ from hpcai.run.pmi import choose_pmi
 from hpcai.run.runtimes import Runtime, step
 from hpcai.run.slingshot import profile_env
 from hpcai.run.edf import hooks_on, without_swap
-from hpcai.run.site import (ENV_NAME, MPI_TYPES, Host, SiteProfile, bind_dest, bind_ok, resolve_site, site_binds,
-                        split_bind)
+from hpcai.run.site import (ENV_NAME, MPI_TYPES, SRUN_OWN, Host, SiteProfile, bind_dest, bind_ok, owned_option,
+                        resolve_site, site_binds, split_bind)
 
 
 DATA_MOUNT = "/data"  # where --data appears inside the container (HPCAI_DATA)
@@ -145,6 +145,14 @@ def parse_env(items: tuple[str, ...], host_env: dict[str, str]) -> dict[str, str
     return out
 
 
+def _check_master_port(env: dict[str, str], source: str) -> None:
+    """A MASTER_PORT someone sets (--env, a site's env) must be a TCP port: every rank's
+    rendezvous listens on or dials it, and the local backend counts ports up from it."""
+    value = env.get("MASTER_PORT")
+    if value is not None and not (re.fullmatch(r"[0-9]{1,5}", value) and 1 <= int(value) <= 65535):
+        raise UsageError(f"{source} MASTER_PORT={value!r}: expected a port between 1 and 65535")
+
+
 def parse_binds(items: tuple[str, ...]) -> list[tuple[str, str]]:
     """`--bind /SRC[:/DST]`, repeatable, each also a comma list as Apptainer takes it
     (`--bind A:/host/lib,/usr:/host/usr`)."""
@@ -245,29 +253,21 @@ def _check_mpi_launch(call: PayloadCall, backend: Backend, geom: Geometry) -> No
                          "srun --mpi=pmix (--backend srun) or mpirun (--backend mpiexec)")
 
 
-def _srun_args(args: tuple[str, ...]) -> tuple[str, ...]:
+def _srun_args(args: tuple[str, ...], source: str = "--srun-arg") -> tuple[str, ...]:
     """`--srun-arg=--exclusive` …: options srun takes that hpcai has no flag for (HPE's Llama runs:
-    --ntasks-per-socket=1 --sockets-per-node=4 --exclusive), after the site's own srun_options."""
+    --ntasks-per-socket=1 --sockets-per-node=4 --exclusive), after the site's own srun_options.
+    source names where they came from (--srun-arg, or a payload profile's srun_args) in the error;
+    site.owned_option is the one check of the options hpcai sets itself, for every source."""
     for arg in args:
-        if not arg.startswith("-") or has_control(arg):
-            raise UsageError(f"--srun-arg {arg!r}: expected one srun option such as --exclusive or "
+        if not arg.startswith("-") or arg in ("-", "--") or has_control(arg):
+            raise UsageError(f"{source} {arg!r}: expected one srun option such as --exclusive or "
                              "--ntasks-per-socket=1, on one line")
-        name = arg.partition("=")[0]
-        if name in _SRUN_OWN:
-            raise UsageError(f"--srun-arg {arg!r}: hpcai sets {name} itself ({_SRUN_OWN[name]}); "
-                             "--srun-arg is for options hpcai has no flag for")
+        why = owned_option(arg, SRUN_OWN)
+        if why:
+            raise UsageError(f"{source} {arg!r}: {why}; {source} is for options hpcai has no flag for")
     return tuple(args)
 
 
-# srun options the plan sets, with the hpcai option that sets them: a pass-through copy would
-# contradict the plan (or, for --output/--error, write the logs outside the record)
-_SRUN_OWN = {"--nodes": "--nodes", "-N": "--nodes", "--ntasks-per-node": "--ntasks-per-node",
-             "--ntasks": "--nodes × --ntasks-per-node", "-n": "--nodes × --ntasks-per-node",
-             "--cpus-per-task": "--cpus-per-task", "-c": "--cpus-per-task", "--gpus-per-node": "--gpus-per-node",
-             "--mpi": "--mpi", "--output": "the record's logs/", "-o": "the record's logs/",
-             "--error": "the record's logs/", "-e": "the record's logs/", "--partition": "--partition",
-             "-p": "--partition", "--account": "--account", "-A": "--account", "--time": "--time",
-             "-t": "--time", "--nodelist": "--nodelist", "-w": "--nodelist"}
 # Sizes beyond any machine: a typo (an extra digit), refused before Slurm sees it.
 _LIMITS = {"--nodes": 100_000, "--ntasks-per-node": 4096, "--gpus-per-node": 64, "--cpus-per-task": 4096}
 
@@ -334,7 +334,8 @@ def _geometry(opts: LaunchOptions, site: SiteProfile, backend: Backend, env: dic
         time=opts.time, nodelist=opts.nodelist, in_allocation=bool(env.get("SLURM_JOB_ID")),
         log_dir=log_dir if backend.slurm else "",
         # the site's srun options, then the profile's workflow's, then the user's own (last wins)
-        extra=(*site.srun_options, *_srun_args((*profile_srun_args, *opts.srun_args)))
+        extra=(*site.srun_options, *_srun_args(profile_srun_args, "payload profile srun_args"),
+               *_srun_args(opts.srun_args))
         if backend.slurm else ())
 
 
@@ -389,6 +390,9 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         runtime.prefetch(opts.image)  # an engine answers while the binds are worked out
     # the fabric profile's defaults, the site's own values over them, the user's over both
     user_env = parse_env(opts.env, env_now)
+    _check_master_port(user_env, "--env")
+    if "MASTER_PORT" not in user_env:  # --env wins over the site's value, a bad one included
+        _check_master_port(site.env, f"site {site.name}: env")
     container_env = {**profile_env(site.fabric_profile, site.gpu), **site.env, **user_env}
     secret_env = secret_items(container_env)  # by name or by value (URL user-info, AccountKey=…)
     container_env = {k: v for k, v in container_env.items() if k not in secret_env}

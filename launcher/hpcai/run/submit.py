@@ -16,11 +16,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hpcai.run import record
 from hpcai.run.backends import get_backend
 from hpcai.errors import HpcaiError, UsageError, one_line
 from hpcai.run.options import options_argv
 from hpcai.output import say
 from hpcai.redact import redact_argv, secret_items
+
+
+SCRIPT = "submit.sbatch"
 
 
 def line_value(what: str, value: object) -> str:
@@ -79,14 +83,13 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
     """
     from hpcai.run.plan import parse_env
 
-    if not get_backend(plan.backend).slurm:
-        raise UsageError(f"submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
+    _check_slurm(plan)
     run_dir = Path(plan.run_dir)
     opts.output_dir = str(run_dir)
     text = sbatch_script(plan, opts, sys.executable)  # refused values leave no folder behind
-    run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # records are private (hpcai.run.record)
-    script = run_dir / "submit.sbatch"
-    script.write_text(text)
+    run_dir.mkdir(parents=True, exist_ok=True, mode=record.PRIVATE_DIR)
+    script = run_dir / SCRIPT
+    write_once(script, text)
     say(f"sbatch script: {script}")
     secrets = secret_items(parse_env(opts.env, dict(os.environ)))
     secrets.update(secret_args(_job_argv(sys.executable, opts)).values())
@@ -102,6 +105,45 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
     job_id = res.stdout.strip().split(";")[0]
     (run_dir / "job_id").write_text(job_id + "\n")
     return script, job_id
+
+
+def plan_record(opts, check: bool):
+    """plan_launch for a batch job, its record folder claimed (an exclusive mkdir) also when
+    check is off (--no-submit, where plan_launch claims nothing): submits started together in one
+    folder each take their own record, as launches do. A name taken between the plan's look and
+    the claim is planned again, and the next look passes it by (record.new_run_dir)."""
+    from dataclasses import replace
+
+    from hpcai.run.plan import plan_launch
+
+    while True:
+        plan = plan_launch(opts, check=check)
+        _check_slurm(plan)  # what can be refused is refused before a folder is claimed
+        sbatch_script(plan, replace(opts, output_dir=plan.run_dir), sys.executable)
+        if check or opts.output_dir or record.claim_name(Path(plan.run_dir)):
+            return plan
+
+
+def _check_slurm(plan) -> None:
+    if not get_backend(plan.backend).slurm:
+        raise UsageError(f"submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
+
+
+def write_once(script: Path, text: str) -> None:
+    """Write the batch script aside, then link it into place: the link fails when the name is
+    taken, so two submits given one --output-dir never write one script, and a reader (sbatch)
+    never sees half of it. Private like the rest of the record."""
+    tmp = script.with_name(f".{script.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, record.PRIVATE_FILE)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.link(tmp, script)
+    except FileExistsError:
+        raise UsageError(f"{script.parent} already holds a batch script ({script.name}) of another submit; "
+                         "a run never shares a record: choose another --output-dir") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def wait_for(job_id: str, run_dir, timeout_s: float | None) -> int:

@@ -25,25 +25,80 @@ from hpcai.errors import UsageError
 SWEEP_FILE = "sweep.json"
 
 
+# Points in one sweep, repetitions included: each is a run record (and, submitted, a batch job);
+# more is a grid typed by mistake (1000 values × 1000), refused before any folder is made.
+MAX_POINTS = 10_000
+
+
 def parse_nodes(text: str) -> list[int]:
-    try:
-        nodes = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"--nodes must be a comma-separated list of integers like 1,2,4,8, got {text!r}") from None
-    if not nodes or any(n < 1 for n in nodes):
+    """`1,2,4,8` -> [1, 2, 4, 8]: each count once, within the bound launch takes for --nodes."""
+    from hpcai.run.plan import _positive  # launch's own bound and message for one --nodes value
+
+    items = [x.strip() for x in text.split(",")]
+    if not all(x.isascii() and x.lstrip("-").isdigit() for x in items):
+        why = " (an empty item)" if "" in items else ""
+        raise UsageError(f"--nodes must be a comma-separated list of integers like 1,2,4,8, got {text!r}{why}")
+    nodes = [int(x) for x in items]
+    if any(n < 1 for n in nodes):
         raise UsageError(f"--nodes must list node counts >= 1, got {text!r}")
+    for n in nodes:
+        _positive("--nodes", n)
+    _once("--nodes", text, [str(n) for n in nodes])
     return nodes
 
 
+def _once(what: str, text: str, values: list[str]) -> None:
+    """A value listed twice would be a second, identical point (use --repeat for that)."""
+    twice = sorted({v for v in values if values.count(v) > 1})
+    if twice:
+        raise UsageError(f"{what} {text!r} lists {', '.join(twice)} more than once; give each value once "
+                         "(--repeat runs every point again)")
+
+
 def parse_vars(items: list[str]) -> dict[str, list[str]]:
-    """`batch_size=32,64` -> {"batch_size": ["32", "64"]}."""
+    """`batch_size=32,64` -> {"batch_size": ["32", "64"]}: each name once, each value once, none empty."""
     out: dict[str, list[str]] = {}
     for item in items:
         key, sep, values = item.partition("=")
         if not sep or not key or not values:
             raise UsageError(f"--var must look like NAME=V1,V2, got {item!r}")
-        out[key] = [v for v in values.split(",") if v]
+        if key in out:
+            raise UsageError(f"--var {key} is given twice; list every value in one --var {key}=V1,V2")
+        listed = values.split(",")
+        if "" in listed:
+            raise UsageError(f"--var must look like NAME=V1,V2 with no empty value, got {item!r}")
+        _once("--var", item, listed)
+        out[key] = listed
     return out
+
+
+def check_vars(payload: str, variables: dict[str, list[str]]) -> None:
+    """Every --var value as the payload takes it, refused before any point is listed or run, also
+    with --dry-run: an unknown name (the payload's variables listed) or a value of the wrong type.
+    A payload hpcai does not ship (one an image names) is checked by each point's plan."""
+    from hpcai import payloads
+
+    if payload not in payloads.available_payloads():
+        return
+    manifest = payloads.load_payload(payload)
+    for name, values in variables.items():
+        for value in values:
+            try:
+                manifest.validate_vars({name: value})
+            except UsageError as exc:
+                raise UsageError(f"--var {name}: {exc}") from None
+
+
+def count_points(nodes: list[int], variables: dict[str, list[str]], repeat: int = 1) -> int:
+    """How many points (records) a sweep makes, refused above MAX_POINTS before any is built."""
+    count = len(nodes) * repeat
+    for values in variables.values():
+        count *= len(values)
+    if count > MAX_POINTS:
+        sizes = " × ".join(str(n) for n in (len(nodes), *(len(v) for v in variables.values()), repeat) if n != 1)
+        raise UsageError(f"the sweep would make {count} points ({sizes}), more than the bound of {MAX_POINTS}: "
+                         "split it into smaller sweeps")
+    return count
 
 
 def points(nodes: list[int], variables: dict[str, list[str]], repeat: int = 1) -> list[dict[str, Any]]:
@@ -52,6 +107,7 @@ def points(nodes: list[int], variables: dict[str, list[str]], repeat: int = 1) -
     from hpcai.run.plan import check_repeat
 
     check_repeat(repeat)
+    count_points(nodes, variables, repeat)
     keys = sorted(variables)
     combos = itertools.product(*(variables[k] for k in keys)) if keys else [()]
     pts = [{"nodes": n, "payload_vars": dict(zip(keys, combo))} for combo in combos for n in nodes]
