@@ -15,15 +15,21 @@ measured None and is "not run", never PASS.
 from __future__ import annotations
 
 import datetime
-import json
+import math
 import os
 import platform
 from pathlib import Path
 from typing import Any
 
+from hpcai.files import BadFile, dumps, parse_json, read_json, read_text
+
 OUT_ENV = "HPCAI_BENCH_OUT"
 PASS, FAIL, NOT_RUN = "PASS", "FAIL", "not run"
 BETTER = ("lower", "higher")
+
+
+class ReportError(ValueError):
+    """A figures file or report that cannot be used: one line naming the file and the key."""
 
 
 def verdict(measured: float | None, target: float, better: str) -> str:
@@ -42,7 +48,11 @@ def ratio(measured: float | None, target: float) -> float | None:
 
 def record(name: str, measured: float | None, target: float, unit: str, better: str = "lower",
            note: str = "") -> dict[str, Any]:
-    """One figure as report.json holds it."""
+    """One figure as report.json holds it. A measurement that is not a finite number (a timer that
+    divided by zero) is no measurement: "not run", with the value in the note."""
+    if measured is not None and not math.isfinite(float(measured)):
+        note = f"measured {float(measured)}, not a finite number" + (f"; {note}" if note else "")
+        measured = None
     return {"name": name, "measured": None if measured is None else float(measured),
             "target": float(target), "unit": unit, "better": better, "note": note,
             "ratio": ratio(measured, target), "status": verdict(measured, target, better)}
@@ -54,7 +64,7 @@ def _emit(rec: dict[str, Any]) -> dict[str, Any]:
     out = os.environ.get(OUT_ENV)
     if out:
         with open(out, "a", encoding="utf-8") as f:  # one short line per write: appends stay whole
-            f.write(json.dumps(rec) + "\n")
+            f.write(dumps(rec) + "\n")
     return rec
 
 
@@ -70,15 +80,72 @@ def not_run(name: str, target: float, unit: str, better: str = "lower", why: str
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The figures a run recorded (a later record of the same name replaces an earlier one)."""
+    """The figures a run recorded (a later record of the same name replaces an earlier one); none
+    when PATH does not exist (no step recorded any). A bad line is a ReportError naming it."""
     figures: dict[str, dict[str, Any]] = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
+    if os.path.lexists(path):
+        for n, line in enumerate(_read(read_text, path).splitlines(), 1):
             if line.strip():
-                rec = json.loads(line)
-                figures[rec["name"]] = record(rec["name"], rec.get("measured"), rec["target"], rec["unit"],
-                                              rec.get("better", "lower"), rec.get("note", ""))
+                where = f"{path}: line {n}"
+                rec = checked(_read(parse_json, line, where), where)
+                figures[rec["name"]] = rec
     return list(figures.values())
+
+
+def _read(reader: Any, *args: Any) -> Any:
+    """READER(*ARGS), a hpcai.files reader (regular files, size and depth bounds, no NaN); a file
+    that is missing, unreadable, not JSON or too deep is a ReportError in one line."""
+    try:
+        return reader(*args)
+    except BadFile as exc:
+        raise ReportError(str(exc)) from None
+    except OSError as exc:
+        raise ReportError(f"{args[0]}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+# A figure as a figures line or report.json holds it: name, target and unit required, measured a
+# number or null, better "lower" or "higher" (default lower), note text. Its ratio and status are
+# recomputed, never taken from the file (a record claiming PASS unmeasured is "not run").
+def checked(rec: Any, where: str) -> dict[str, Any]:
+    """REC as a figure record, or a ReportError naming WHERE and the key."""
+    if not isinstance(rec, dict):
+        raise ReportError(f"{where}: a figure is a JSON object, not {type(rec).__name__}")
+    problems = [
+        ("name", isinstance(rec.get("name"), str) and rec["name"] != "", "text"),
+        ("target", _number(rec.get("target")), "a finite number"),
+        ("unit", isinstance(rec.get("unit"), str), "text (\"\" for none)"),
+        ("measured", rec.get("measured") is None or _number(rec["measured"]), "a finite number or null"),
+        ("better", rec.get("better", "lower") in BETTER, " or ".join(BETTER)),
+        ("note", isinstance(rec.get("note", ""), str), "text"),
+    ]
+    for key, ok, shape in problems:
+        if not ok:
+            got = "missing" if key not in rec else f"got {rec[key]!r}"
+            raise ReportError(f"{where}: figure {rec.get('name', '?')!r}: {key} must be {shape} ({got})")
+    return record(rec["name"], rec.get("measured"), rec["target"], rec["unit"], rec.get("better", "lower"),
+                  rec.get("note", ""))
+
+
+def read_report(path: Path) -> dict[str, Any]:
+    """A report.json (--from, --compare): its figures checked one by one, its machine an object."""
+    report = _read(read_json, path)
+    if not isinstance(report, dict):
+        raise ReportError(f"{path}: a report is a JSON object with \"figures\", not {type(report).__name__}")
+    if not isinstance(report.get("figures"), list):
+        raise ReportError(f"{path}: figures must be a list of figure objects "
+                          f"({'missing' if 'figures' not in report else type(report['figures']).__name__})")
+    for key, kind in (("machine", dict), ("steps", list), ("mode", str)):
+        if key in report and not isinstance(report[key], kind):
+            raise ReportError(f"{path}: {key} must be a JSON {'object' if kind is dict else kind.__name__}")
+    for i, step in enumerate(report.get("steps", [])):
+        if not isinstance(step, dict) or not isinstance(step.get("exit", 0), int):
+            raise ReportError(f"{path}: steps[{i}] must be an object with an integer exit")
+    figures = [checked(f, f"{path}: figures[{i}]") for i, f in enumerate(report["figures"])]
+    return {**report, "figures": figures}
 
 
 # --- formatting ---------------------------------------------------------------------------------
@@ -199,4 +266,4 @@ def machine_line(m: dict[str, Any]) -> str:
     load = m.get("load_avg")
     return (f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('memory_gib', '?')} GiB, "
             f"kernel {m.get('kernel', '?')}, Python {m.get('python', '?')}"
-            + (f", load {load[0]}" if load else "") + f"; {m.get('date', '?')}, git {sha}")
+            + (f", load {load[0]}" if isinstance(load, list) and load else "") + f"; {m.get('date', '?')}, git {sha}")

@@ -34,7 +34,6 @@ workload, one bar per side). Default DIR: build/bench/container-parity.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import socket
@@ -46,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _report import figure, not_run
+from hpcai.files import dumps
 from launch_overhead import default_image, hpcai_argv, squashfs
 
 REPO = Path(__file__).resolve().parents[1]
@@ -277,7 +277,7 @@ def main() -> int:
                 not_run(name, TARGETS[w.better], "x", w.better, why=why)
         print(f"{w.label:<32} {hm if hm is not None else float('nan'):10.4g} " + " ".join(f"{c:>22}" for c in cells))
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "parity.json").write_text(json.dumps(
+    (args.out / "parity.json").write_text(dumps(  # valid JSON: a NaN measurement is null
         {"repeats": repeats, "images": images, "results": results,
          "errors": {f"{k[1]} {k[0]}": v for k, v in errors.items()}}, indent=2) + "\n")
     plot(results, units, args.out / "parity.png")

@@ -56,11 +56,12 @@ def write_log(fixture: Path, size_mb: int, path: Path) -> int:
 
 # Run in a fresh interpreter: the parse alone (no CLI start-up), timed from inside; prints seconds.
 IN_PROCESS = """
-import json, sys, time
+import sys, time
 from pathlib import Path
+from hpcai.files import dumps  # as `results parse --json` writes it (hpcai.output.emit_json)
 from hpcai.results.parsers import parse_files, summary
 start = time.perf_counter()
-doc = json.dumps(summary(parse_files("nccl-tests", [Path(sys.argv[1])])))
+doc = dumps(summary(parse_files("nccl-tests", [Path(sys.argv[1])])))
 print(time.perf_counter() - start)
 """
 

@@ -23,7 +23,6 @@ Exit status 1 when a figure FAILs or a step exits non-zero.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -37,6 +36,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _report  # noqa: E402
+from hpcai.files import dumps  # noqa: E402
 
 REPO = HERE.parent
 DEFAULT_OUT = REPO / "build" / "bench" / "report.json"
@@ -139,11 +139,21 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--jsonl", type=Path, help="figures recorded by the scripts (HPCAI_BENCH_OUT): run nothing")
     ap.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     args = ap.parse_args(argv)
+    try:
+        return _main(args)
+    except _report.ReportError as exc:  # a file given (--from, --compare, --jsonl) that is not usable
+        print(f"report.py: error: {exc}", file=sys.stderr)
+        return 2
 
+
+def _main(args: argparse.Namespace) -> int:
     out = None
+    old = _report.read_report(args.compare) if args.compare else None  # before any benchmark runs
     if args.source:
-        report = json.loads(args.source.read_text())
+        report = _report.read_report(args.source)
     elif args.jsonl:
+        if not os.path.lexists(args.jsonl):  # given by name: missing is a mistake, not "nothing recorded"
+            raise _report.ReportError(f"{args.jsonl}: no such figures file")
         report = {"mode": f"figures from {args.jsonl}", "machine": _report.machine(),
                   "figures": complete(_report.read_jsonl(args.jsonl), {}), "steps": []}
         out = args.out
@@ -158,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                   "figures": complete(_report.read_jsonl(jsonl), why), "steps": steps}
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2) + "\n")
+        out.write_text(dumps(report, indent=2) + "\n")
 
     figures = report["figures"]
     print(f"\nBenchmarks ({report.get('mode', '?')}) on {_report.machine_line(report.get('machine', {}))}")
@@ -166,9 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     print(_report.summary(figures))
     if out:
         print(f"written: {out}")
-    if args.compare:
+    if old is not None:
         print()
-        print(_report.compare(json.loads(args.compare.read_text()), report, args.markdown))
+        print(_report.compare(old, report, args.markdown))
     failed = any(f["status"] == _report.FAIL for f in figures) or any(s["exit"] for s in report.get("steps", []))
     return 1 if failed else 0
 

@@ -45,6 +45,23 @@ def one_line(what: str, value: object) -> str:
     return text
 
 
+def operand(what: str, value: object) -> str:
+    """`value` as an operand of a command's token list (an image, a file, a tag after the
+    options), never read as an option: the one rule for every user value placed where a command
+    reads options. Text starting with '-' (`--privileged`, `--mount=…`, `-`) is a UsageError
+    naming `what`. A path (PurePath) is never refused: pathlib drops the './' of `./-x.sif`, so
+    one starting with '-' is given as ./PATH, the same file."""
+    from pathlib import PurePath
+
+    text = str(value)
+    if not text.startswith("-"):
+        return text
+    if isinstance(value, PurePath):
+        return f"./{text}"
+    raise UsageError(f"{what} {text!r}: starts with '-', which the command it is passed to would read as an "
+                     f"option; give another (a file of that name is ./{text})")
+
+
 def shaped(what: str, value: object, pattern: Pattern[str], shape: str) -> str:
     """one_line, then the value's own grammar: `pattern` must match all of it, else a UsageError
     naming `what` and showing the valid `shape`."""

@@ -3,13 +3,16 @@
 Writing: never through a symbolic link planted at the name, never half a file. A new file is made
 beside its name (mkstemp: O_EXCL, private) and renamed over it, so a link put there before or
 during the write is replaced, not followed, and a failed write (full disk, Ctrl-C) leaves the old
-file whole. A link already at the name is refused in one line: the user named it, and writing
-"through" it is what a planted link is for.
+file whole. A link already at a name the user gave (-o) is refused in one line: writing "through"
+it is what a planted link is for; at a name hpcai owns (a record's plan.json) it is replaced.
+A file that must not exist yet (a batch script, a lock) is linked into place, which fails on any
+name already taken, link or not (write_new, create_new).
 
 Reading: only regular files (a FIFO would hang the reader, /dev/zero would fill memory), up to a
-size bound, and JSON up to a depth bound (a document nested 100,000 deep would stop the reader, and
-later any code that walks it, with RecursionError). Each rule raises `BadFile`, a UsageError, so a
-reader of many files can skip one with a warning and a reader of one file reports one line.
+size bound, and JSON or TOML up to a depth bound (a document nested 100,000 deep would stop the
+reader, and later any code that walks it, with RecursionError). Each rule raises `BadFile`, a
+UsageError, so a reader of many files can skip one with a warning and a reader of one file
+reports one line.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -38,20 +42,66 @@ def refuse_link(path: Path, what: str = "") -> None:
                       "write through; remove it or give a new file name")
 
 
-def write_atomic(path: Path | str, data: str | bytes, mode: int = PRIVATE_FILE, what: str = "") -> None:
-    """Write DATA as PATH's new content: refused when PATH is a symbolic link; else a private temp
-    file beside it, then a rename over it (MODE applied before the rename)."""
-    path = Path(path)
-    refuse_link(path, what)
+def umask() -> int:
+    """The process's umask, read from /proc (Linux) rather than set and reset, which would race
+    other threads creating files."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def user_mode() -> int:
+    """The mode open() gives a new file: 0666 less the umask (for outputs the user shares, -o)."""
+    return 0o666 & ~umask()
+
+
+def _write_aside(path: Path, data: str | bytes, mode: int | None) -> str:
+    """DATA in a new private temp file beside PATH (mkstemp: O_EXCL, so nothing planted is followed);
+    its name. MODE (None: user_mode()) is set on the open file, before anyone can see it."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, mode)
+        os.fchmod(fd, user_mode() if mode is None else mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode() if isinstance(data, str) else data)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def write_atomic(path: Path | str, data: str | bytes, mode: int | None = PRIVATE_FILE, what: str = "",
+                 over_link: bool = False) -> None:
+    """Write DATA as PATH's new content: a private temp file beside it, then a rename over it.
+    MODE: the file's mode (default 0600; None: as open() would, 0666 less the umask). A symbolic
+    link at PATH is refused (BadFile, WHAT naming the option), or with OVER_LINK replaced: for
+    names hpcai owns, where a link can only have been planted (default False)."""
+    path = Path(path)
+    if not over_link:
+        refuse_link(path, what)
+    tmp = _write_aside(path, data, mode)
+    try:
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_new(path: Path | str, data: str | bytes, mode: int | None = PRIVATE_FILE) -> None:
+    """Write a file that must not exist yet, whole: aside, then hard-linked to PATH. link() never
+    follows and never replaces, so a file or link already at PATH (a planted one, another run's)
+    is a FileExistsError and nothing is written; a reader never sees half the file."""
+    path = Path(path)
+    tmp = _write_aside(path, data, mode)
+    try:
+        os.link(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def create_new(path: Path | str, mode: int = PRIVATE_FILE) -> int:
@@ -60,33 +110,35 @@ def create_new(path: Path | str, mode: int = PRIVATE_FILE) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
 
 
-def read_bytes(path: Path | str, limit: int = MAX_BYTES) -> bytes:
-    """PATH's content, when it is a regular file (links to one are fine) of at most LIMIT bytes."""
+def read_bytes(path: Path | str, limit: int = MAX_BYTES, name: str = "") -> bytes:
+    """PATH's content, when it is a regular file (links to one are fine) of at most LIMIT bytes.
+    NAME: how errors name the file (default: PATH). A missing or unreadable file is the OSError."""
     path = Path(path)
+    name = name or str(path)
     # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer for ever.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise BadFile(f"{path}: not a regular file (a device, FIFO or socket); hpcai reads only files")
+            raise BadFile(f"{name}: not a regular file (a device, FIFO or socket); hpcai reads only files")
         if info.st_size > limit:
-            raise BadFile(f"{path}: {info.st_size} bytes, over the {limit}-byte limit for this file")
+            raise BadFile(f"{name}: {info.st_size} bytes, over the {limit}-byte limit for this file")
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=False) as fh:
             data = fh.read(limit + 1)
         if len(data) > limit:  # grew while read
-            raise BadFile(f"{path}: over the {limit}-byte limit for this file")
+            raise BadFile(f"{name}: over the {limit}-byte limit for this file")
         return data
     finally:
         os.close(fd)
 
 
-def read_text(path: Path | str, limit: int = MAX_BYTES) -> str:
-    data = read_bytes(path, limit)
+def read_text(path: Path | str, limit: int = MAX_BYTES, name: str = "") -> str:
+    data = read_bytes(path, limit, name)
     try:
         return data.decode()
     except UnicodeDecodeError as exc:
-        raise BadFile(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        raise BadFile(f"{name or path}: not UTF-8 text (byte {exc.start})") from None
 
 
 def depth(value: Any) -> int:
@@ -115,8 +167,30 @@ def parse_json(text: str, source: str, max_depth: int = MAX_DEPTH) -> Any:
     return value
 
 
-def read_json(path: Path | str, limit: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
-    return parse_json(read_text(path, limit), str(path), max_depth)
+def read_json(path: Path | str, limit: int = MAX_BYTES, max_depth: int = MAX_DEPTH, name: str = "") -> Any:
+    return parse_json(read_text(path, limit, name), name or str(path), max_depth)
+
+
+def parse_toml(text: str, source: str, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
+    """TEXT as TOML: malformed TOML and nesting over MAX_DEPTH (arrays, inline tables, or dotted
+    keys, which tomllib builds without recursing) are a BadFile naming SOURCE."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        value = tomllib.loads(text)
+    except RecursionError:
+        raise BadFile(f"{source}: TOML nested deeper than {max_depth} levels") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise BadFile(f"{source}: malformed TOML: {exc}") from None
+    if depth(value) > max_depth:
+        raise BadFile(f"{source}: TOML nested deeper than {max_depth} levels")
+    return value
+
+
+def read_toml(path: Path | str, limit: int = MAX_BYTES, max_depth: int = MAX_DEPTH, name: str = "") -> dict[str, Any]:
+    return parse_toml(read_text(path, limit, name), name or str(path), max_depth)
 
 
 def dumps(value: Any, **kwargs: Any) -> str:

@@ -6,18 +6,41 @@
 
 Plain writes, no rich: the launch path cannot afford importing it (~0.1 s). Tables for people are
 rich renderables printed by `console.err`/`console.out`, which write to these same streams; text
-from records reaches them through `console.plain`/`console.cell`.
+from records reaches them through `plain` (here, so that `say` needs no rich; `console.plain` is
+the same function) and `console.cell`.
 """
 
 from __future__ import annotations
 
-import json
+import re
 import sys
 from typing import Any
 
+# What a terminal would act on rather than show: C0 controls but tab and line feed (ESC starts CSI
+# and OSC sequences, BEL rings, CR overwrites the line), DEL, the C1 range (U+009B is a one-byte
+# CSI, U+009D a one-byte OSC), and the Unicode line separators and bidi overrides that reorder or
+# hide what is shown ("Trojan source"). A character class: linear on any input.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def plain(value: object) -> str:
+    """Text from a file (a record, a log, a site file, an image label), safe for a terminal and
+    still readable: each control character becomes a visible escape (ESC -> \\x1b, BEL -> \\x07,
+    U+202E -> \\u202e), so an escape sequence is shown, never run. Tab and line feed stay. The one
+    function every such text passes; print it with markup=False, or use console.cell()."""
+    return _CONTROL.sub(_visible, str(value))
+
 
 def say(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    """A line for the person at the terminal. Every such line passes `plain` here, once: the
+    messages carry text read from files (site files, records, logs, image labels), and callers
+    need not remember which."""
+    sys.stderr.write(plain(text) + "\n")
 
 
 def warn(text: str) -> None:
@@ -29,4 +52,7 @@ def emit(text: str) -> None:
 
 
 def emit_json(data: Any, indent: int | None = 2, sort_keys: bool = False) -> None:
-    emit(json.dumps(data, indent=indent, sort_keys=sort_keys, default=str))
+    """DATA as JSON on stdout: valid JSON for any reader (hpcai.files.dumps: NaN and infinity as null)."""
+    from hpcai.files import dumps  # here: the launch path imports this module and needs no tempfile
+
+    emit(dumps(data, indent=indent, sort_keys=sort_keys, default=str))

@@ -28,12 +28,13 @@ folder is copied into the image whole): a manifest can name files, never command
 from __future__ import annotations
 
 import functools
+import math
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -42,6 +43,9 @@ else:  # pragma: no cover
 
 from hpcai.errors import UsageError, one_line, shaped, unknown
 from hpcai.resources import data_path
+
+if TYPE_CHECKING:
+    from hpcai.results.metrics import ParseResult
 
 IMAGE_PAYLOADS = "/opt/hpcai/payloads"  # where payload folders live inside every image
 IMAGE_RUNNER = "/opt/hpcai/bin/hpcai-bench"  # payloads/_runner/hpcai-bench, copied in
@@ -70,6 +74,11 @@ NAME_SHAPE = "a payload folder name (letters, digits, . _ -, starting with a let
 REL_PATH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)*")
 REL_PATH_SHAPE = ("a relative path of names made of letters, digits, . _ - joined by /, none starting "
                   "with . or - (no absolute path, no ..)")
+# A number a variable (or a run fact) holds is finite and, for an integer, fits in 64 bits: the
+# runner's type check takes "1e400", "inf" and "nan" for floats (Python reads them so) and any
+# digits for integers, but no benchmark can use them, and a derived figure (TFLOP/s = 6·N·D) would
+# come out infinite or raise OverflowError.
+INT_LIMIT = 2**63
 
 
 @dataclass(frozen=True)
@@ -148,6 +157,29 @@ class PayloadManifest:
     def headline(self) -> str | None:
         return _runner().headline(self.raw)
 
+    @property
+    def aliases(self) -> dict[str, str]:
+        """Other names of its metrics -> the documented name: the key a metric reads from its file,
+        where that differs (hf-clm's `samples_per_second` is the Trainer's `train_samples_per_second`).
+        The host's log parsers say the other name, and so may records written by older hpcai."""
+        return {tail: m.name for m in self.metrics if m.key and (tail := m.key.rsplit(".", 1)[-1]) != m.name}
+
+    def document(self, result: ParseResult) -> None:
+        """Give RESULT (a log parser's, or a record's) this payload's metric names and headline: the
+        one rule behind `results parse`, the run record, export and the runner's HPCAI_RESULT line.
+        A figure under another name (`aliases`) takes the documented one unless that is there too;
+        the headline is the runner's `headline()`: the first `headline = true` metric the result
+        holds. A result holding none of them keeps the parser's own headline."""
+        from dataclasses import replace
+
+        aliases, have = self.aliases, {m.name for m in result.metrics}
+        result.metrics = [replace(m, name=aliases[m.name]) if aliases.get(m.name, m.name) not in have else m
+                          for m in result.metrics]
+        found = {m.name: m.value for m in result.metrics}
+        head = _runner().headline(self.raw, found)
+        if head in found:
+            result.metrics = [replace(m, headline=m.name == head) for m in result.metrics]
+
     def validate_vars(self, overrides: dict[str, Any], family: str | None = None,
                       profiles: tuple[str, ...] = ()) -> dict[str, str]:
         """All variable values (defaults + profiles + overrides) as strings.
@@ -156,10 +188,14 @@ class PayloadManifest:
         """
         runner = _runner()
         try:
-            return runner.resolve(self.raw, {k: str(v) for k, v in overrides.items()},
-                                  profiles, family)
+            values = runner.resolve(self.raw, {k: str(v) for k, v in overrides.items()},
+                                    profiles, family)
         except runner.BenchError as exc:
             raise UsageError(str(exc)) from None
+        for var in self.variables:  # the runner checked the type; the range is checked here
+            if var.name in values and not isinstance(var.default, bool) and isinstance(var.default, (int, float)):
+                check_number(f"variable {var.name}", values[var.name], type(var.default))
+        return values
 
     def srun_args(self, profiles: tuple[str, ...]) -> tuple[str, ...]:
         """The scheduler options of the chosen profiles' workflows ([launch.<profile>])."""
@@ -209,8 +245,45 @@ def _runner() -> ModuleType:
     return module
 
 
+def check_number(what: str, text: str, kind: type = float) -> float:
+    """TEXT as a number of KIND (int or float) that a benchmark can take, else a UsageError naming
+    WHAT: finite, and an integer within ±2**63 (see INT_LIMIT)."""
+    what = f"{what}={text if len(text) <= 40 else text[:30] + '...'!r}"  # a 5,000-digit value, shortened
+    # Many digits are out of range before int() reads them (int() refuses 4,300 or more).
+    if kind is int and re.fullmatch(r"\s*[-+]?0*[1-9][0-9]{19,}\s*", text):  # 20 significant digits
+        raise UsageError(f"{what}: out of range; an integer must lie within ±2**63")
+    try:
+        value = int(text) if kind is int else float(text)
+    except ValueError:
+        raise UsageError(f"{what}: expected {'an integer' if kind is int else 'a number'}") from None
+    if kind is int and abs(value) >= INT_LIMIT:
+        raise UsageError(f"{what}: out of range; an integer must lie within ±2**63")
+    if not math.isfinite(value):
+        why = "past the largest float, about 1.8e308" if any(c.isdigit() for c in text) else "NaN or infinity"
+        raise UsageError(f"{what}: expected a finite number ({why})")
+    return value
+
+
 def payloads_root() -> Path:
     return data_path("payloads")
+
+
+def document(payload: str, result: ParseResult) -> None:
+    """PayloadManifest.document for the payload named PAYLOAD; nothing for a name that is no
+    payload (a bare parser name such as hf-trainer, `cmd`, a payload since removed)."""
+    manifest = _known(str(payloads_root()), payload)
+    if manifest is not None:
+        manifest.document(result)
+
+
+@functools.lru_cache(maxsize=64)
+def _known(root: str, name: str) -> PayloadManifest | None:
+    """load_payload(NAME) once per process (records read together name the same few payloads;
+    ROOT, the payloads folder, is part of the key only so that a test's other folder is read)."""
+    try:
+        return load_payload(name)
+    except UsageError:
+        return None
 
 
 def available_payloads() -> list[str]:

@@ -225,6 +225,7 @@ def main():
     result = trainer.train()
     metrics = dict(result.metrics)
     metrics["train_samples"] = len(train)
+    metrics["train_steps"] = result.global_step  # what ran (epochs decide it, not --steps): the export's Iterations
     if trainer.is_world_process_zero():
         print({k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}, flush=True)
     trainer.log_metrics("train", metrics)

@@ -292,7 +292,7 @@ def test_ctrl_c_once_or_thrice_ends_with_a_final_status(hpcai_exe, debian_sif, t
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert [ln for ln in err.splitlines() if ln.startswith("error:")] == [
-        f"error: cancelled; logs in {run_dir / 'logs'}"]
+        f"error: cancelled by Ctrl-C (SIGINT); logs in {run_dir / 'logs'}"]
     assert json.loads((run_dir / "status.json").read_text())["state"] == "cancelled"
 
 

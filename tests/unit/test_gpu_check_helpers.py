@@ -72,7 +72,8 @@ def test_sanity_from_the_source_tree_then_hpcai_results_parse(tmp_path, monkeypa
     assert parsed.returncode == 0, parsed.stderr
     rows = gpucheck.table_rows(parsed.table)
     assert rows["ranks_reporting"][:2] == ["1", "ranks"] and rows["ranks_missing"][0] == "0", parsed.table
-    assert parsed.headline == "ranks_reporting" and parsed.metric("ranks_reporting") == 1
+    # One headline per payload (issue 25): the manifest's, as the record has it.
+    assert parsed.headline == "world_size" and parsed.metric("world_size") == 1
 
 
 def test_entrypoint_check_and_gpu_hook(tmp_path):

@@ -259,10 +259,11 @@ def test_workflow_profile_brings_its_srun_shape_and_the_user_still_wins(hpcai, t
                 "--profile", "hpe", "--srun-arg=--cpu-bind=cores", "nccl-tests")
     assert res.exit_code == 0, res.stderr
     argv = json.loads(res.stdout)["argv"]
-    hpe = ["--exclusive", "--distribution=*:block", "--cpu-bind=socket", "--ntasks-per-socket=1", "--sockets-per-node=4"]
+    # each option once: the user's --cpu-bind takes the profile's place (issue 25: no option twice)
+    hpe = ["--exclusive", "--distribution=*:block", "--cpu-bind=cores", "--ntasks-per-socket=1", "--sockets-per-node=4"]
     start = argv.index("--exclusive")
     assert argv[start:start + len(hpe)] == hpe
-    assert argv.index("--cpu-bind=cores") > argv.index("--cpu-bind=socket")  # srun: the last one wins
+    assert "--cpu-bind=socket" not in argv
 
 
 def test_data_folder_is_mounted_at_data_with_hpcai_data(hpcai, tmp_path):

@@ -98,13 +98,14 @@ def test_missing_image_fails_before_anything_starts(hpcai_exe, tmp_path):
 
 
 @pytest.mark.hostile
-def test_an_image_name_like_an_option_is_an_unknown_image(hpcai_exe, tmp_path):
+def test_an_image_name_like_an_option_is_refused(hpcai_exe, tmp_path):
     """The image is asked about (from the raw command line, before anything is parsed) after `--`:
-    `docker image inspect -- -H…` names an image, it never sets docker's options."""
+    `docker image inspect -- -H…` names an image, it never sets docker's options; then the launch
+    refuses it (errors.operand), as every runtime does (tests/unit/test_hostile_round3_c.py)."""
     res = subprocess.run([*hpcai_exe, "launch", "--site", "local", "--runtime", "docker", "--image=-Hunix:///x",
                           "-o", str(tmp_path / "r"), "sanity"], capture_output=True, text=True, check=False)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
-    assert res.stderr.startswith("error: unknown docker image '-Hunix:///x'; valid: ")
+    assert res.stderr.startswith("error: --image '-Hunix:///x': starts with '-'")
     assert not (tmp_path / "r").exists()
 
 

@@ -113,6 +113,14 @@ def image_to_convert(ctx: typer.Context, image: str, tag_options: dict[str, Any]
     return image
 
 
+def output_path(value: str | None) -> Path | None:
+    """-o/--output as typed (a str: pathlib would turn `./-x.sif` into `-x.sif`): refused when it
+    reads as an option (`-o --fakeroot`), whatever command it would reach; `./-x.sif` is a path."""
+    from hpcai.errors import operand
+
+    return None if value is None else Path(operand("-o/--output", value))
+
+
 def _spec(flavor: str, spec_options: dict[str, Any]):
     """ImageSpec from a command's spec options."""
     from hpcai.image.spec import make_spec
@@ -153,8 +161,8 @@ def build_cmd(
                                             help="--builder apptainer: where the base comes from: docker (a "
                                                  "registry, default) | docker-daemon (the local Docker engine) | "
                                                  "localimage (a SIF or sandbox path given as --base)."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output",
-                                          help="--builder apptainer: the SIF file (default: from the tag, no ':')."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", metavar="PATH",
+                                         help="--builder apptainer: the SIF file (default: from the tag, no ':')."),
     *, spec_options: dict[str, Any],
 ) -> None:
     """Build the image for FLAVOR with Docker (default) or Podman and print its tag, or a SIF with
@@ -166,10 +174,11 @@ def build_cmd(
     from hpcai.image import build
 
     engine = build.builder_name(builder, build.BUILDERS)
+    target = output_path(output)
     spec = _spec(flavor, spec_options)
     ctx = build.work_dir() / "context" / spec.flavor.name
     if engine == "apptainer":
-        _build_sif(spec, ctx, bootstrap or "docker", output, dry_run, keep_context, no_cache)
+        _build_sif(spec, ctx, bootstrap or "docker", target, dry_run, keep_context, no_cache)
         return
     if bootstrap is not None or output is not None:
         raise _apptainer_only("--bootstrap" if bootstrap is not None else "-o/--output", engine)
@@ -309,7 +318,8 @@ def sif_cmd(
     ctx: typer.Context,
     image: str = typer.Argument(..., help="Image reference, or a flavor name: the tag `hpcai build FLAVOR` "
                                           "makes with the same options."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="SIF file (default: from the tag, no ':')."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", metavar="PATH",
+                                         help="SIF file (default: from the tag, no ':')."),
     builder: Optional[str] = typer.Option(None, "--builder", envvar="DOCKER", help="docker | podman"),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the commands, convert nothing."),
     *, spec_options: dict[str, Any],
@@ -317,7 +327,8 @@ def sif_cmd(
     """Convert a built image to a SIF with apptainer (or singularity)."""
     from hpcai.image import build, sif
 
-    sif.convert(image_to_convert(ctx, image, spec_options), output, build.builder_name(builder), dry_run)
+    sif.convert(image_to_convert(ctx, image, spec_options), output_path(output), build.builder_name(builder),
+                dry_run)
 
 
 def register(app: typer.Typer) -> None:

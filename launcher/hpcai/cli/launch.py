@@ -9,7 +9,7 @@ option table in run/options.py.
 from __future__ import annotations
 
 from hpcai.run.options import LAUNCH, SUBMIT, command, plan_fields
-from hpcai.output import emit, emit_json, say
+from hpcai.output import emit, emit_json, say, warn
 
 TYPE_CHECKING = False  # imports stay lazy: `hpcai launch` starts its image check before the rest
 if TYPE_CHECKING:
@@ -33,10 +33,30 @@ def _before_dashes(words: list[str], raw: list[str]) -> list[str]:
     return words[:len(words) - len(after)]
 
 
-def _options(words: list[str], cmd: bool, before: list[str] | None = None,
+def own_flags(table) -> set[str]:
+    """The long options a command declares in its option table (run/options.py), both halves of
+    a `--x/--no-x` switch. Long ones only: `-c`, `-e`, `-o`, `-t` are everyday words of commands
+    (`sh -c`, `python -c`), so a short one says nothing about what the user meant."""
+    return {flag for opt in table for decl in opt.flags for flag in decl.split("/") if flag.startswith("--")}
+
+
+def _warn_own_options(command: list[str], table) -> None:
+    """`--cmd -- hostname --dry-run`: the word is the command's (it comes after `--`), and stays
+    so, but hpcai's own option was almost surely meant (nothing would start with it before `--`):
+    one warning line naming it, no error."""
+    own = own_flags(table)
+    found = [w for w in dict.fromkeys(word.partition("=")[0] for word in command) if w in own]
+    if found:
+        one = len(found) == 1
+        warn(f"{', '.join(found)} after `--` {'is' if one else 'are'} passed to the command, not taken by hpcai "
+             f"(--cmd runs every word after `--`); put {'it' if one else 'them'} before `--` if meant for hpcai")
+
+
+def _options(words: list[str], cmd: bool, before: list[str] | None = None, table=LAUNCH,
              **kw) -> "LaunchOptions":  # noqa: F821
     """LaunchOptions from the positional words and the plan fields (options.plan_fields).
-    before: the positional words before `--` (default: from RAW_ARGS)."""
+    before: the positional words before `--` (default: from RAW_ARGS); table: the command's own
+    options (LAUNCH, SUBMIT), which the command after `--` is checked against."""
     from hpcai.errors import UsageError
     from hpcai.run.plan import LaunchOptions
 
@@ -47,6 +67,7 @@ def _options(words: list[str], cmd: bool, before: list[str] | None = None,
                              "not part of it: drop it, or drop --cmd to run a payload")
         if not words:
             raise UsageError("--cmd needs a command after `--`, e.g. --cmd -- hostname")
+        _warn_own_options(words, table)
         return LaunchOptions(cmd=tuple(words), **kw)
     return LaunchOptions(payload=words[0] if words else None, payload_args=tuple(words[1:]), **kw)
 
@@ -58,7 +79,7 @@ def launch_cmd(words: list[str] | None, cmd: bool, repeat: int, dry_run: bool, a
         _prefetch(plan.get("runtime"), plan.get("image"))
     from hpcai.run.plan import check_repeat, plan_launch
 
-    opts = _options(list(words or []), cmd, **plan_fields(plan))
+    opts = _options(list(words or []), cmd, table=LAUNCH, **plan_fields(plan))
     check_repeat(repeat)
     if dry_run or as_json:
         _preview(plan_launch(opts, check=False), as_json)
@@ -82,7 +103,7 @@ def submit_cmd(words: list[str] | None, cmd: bool, repeat: int, no_submit: bool,
     check_repeat(repeat)
     if (wait or wait_timeout is not None) and no_submit:
         raise UsageError("--wait needs a submitted job; drop --no-submit")
-    opts = _options(list(words or []), cmd, **plan_fields(plan))
+    opts = _options(list(words or []), cmd, table=SUBMIT, **plan_fields(plan))
     if repeat > 1:  # as launch --repeat: --output-dir holds the N records
         opts = replace(opts, output_dir=None, runs_root=opts.output_dir or opts.runs_root)
     jobs = []

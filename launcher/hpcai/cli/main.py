@@ -5,13 +5,15 @@ Every command module exposes `register(app)`. Modules import only typer at the t
 commands that need them. One command line definition, typer's: the app is built on first use
 (`hpcai.cli.main.app` still works as an attribute), and `plain_values` keeps typer 0.29 from
 importing pydantic for the plain option types every launch has (see its docstring).
+
+This module is the console script's target, so it imports nothing of hpcai's at its top: a Ctrl-C
+at any moment after it starts to load, while typer and the commands are still being imported
+too, ends in `error: interrupted` and exit 130 (`main`), never a traceback.
 """
 
 from __future__ import annotations
 
 import sys
-
-from hpcai.errors import HpcaiError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~5 ms) on every launch
 if TYPE_CHECKING:
@@ -169,6 +171,18 @@ def _interrupted(fast_exit: bool = False) -> None:
     _fail("interrupted", 130, fast_exit)
 
 
+_CTRL_C = False  # set by _ctrl_c: typer answers a Ctrl-C inside a command with a silent Exit(130)
+
+
+def _ctrl_c(_signum: int, _frame: object) -> None:
+    """Python's own SIGINT behaviour (KeyboardInterrupt), remembered: typer turns the
+    KeyboardInterrupt raised inside a command into Exit(130), which `run` then cannot tell from a
+    command's own exit code 130 (`submit --wait` of a cancelled job)."""
+    global _CTRL_C
+    _CTRL_C = True
+    raise KeyboardInterrupt
+
+
 def _os_error(exc: OSError) -> str:
     """An OSError as one line: what failed and on which file (a full disk, a file where a folder
     was expected, a read-only folder, stdout on a full device)."""
@@ -190,8 +204,24 @@ def _exit(code: int, fast_exit: bool) -> None:
 
 
 def main() -> None:
-    """Console-script entry point (`hpcai`, `python -m hpcai`)."""
-    run(fast_exit=True)
+    """Console-script entry point (`hpcai`, `python -m hpcai`): a Ctrl-C at any moment, also
+    while the CLI is still being imported, is one line and exit 130. The signal module is
+    imported inside the try (its enum import is a few ms a Ctrl-C can land in). A SIGINT ignored
+    by whoever started hpcai (a background job of a script) stays ignored."""
+    try:
+        import signal
+
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _ctrl_c)
+        run(fast_exit=True)
+    except KeyboardInterrupt:
+        # normal exit, not os._exit: the atexit handlers of an interrupted command still run
+        _interrupted()
+    except SystemExit:
+        # the exit code is decided: a Ctrl-C now could only break into the atexit handlers (a
+        # temporary folder being removed) with a traceback
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise
 
 
 def run(argv: list[str] | None = None, fast_exit: bool = False) -> None:
@@ -202,6 +232,8 @@ def run(argv: list[str] | None = None, fast_exit: bool = False) -> None:
     by then every record file is written and closed. Other commands exit normally (atexit
     handlers, temporary folders). Tests calling run() in-process leave it off.
     """
+    from hpcai.errors import HpcaiError
+
     args = sys.argv[1:] if argv is None else list(argv)
     fast_exit = fast_exit and args[:1] == ["launch"]
     name = args[0] if args else None
@@ -239,6 +271,8 @@ def run(argv: list[str] | None = None, fast_exit: bool = False) -> None:
         _interrupted(fast_exit)
     except OSError as exc:
         _fail(_os_error(exc), 1, fast_exit)
+    if rv == 130 and _CTRL_C:  # typer returns Exit(130) for a Ctrl-C in a command: say it like any other
+        _interrupted(fast_exit)
     try:
         sys.stdout.flush()
     except OSError as exc:  # stdout on a full device or a closed pipe

@@ -40,13 +40,14 @@ def _headline(m) -> str:
 
 def _image_listing(image: str) -> list[dict]:
     """Ask the image's runner what it holds: docker for image names, apptainer for .sif files."""
-    import json
     import shutil
     import subprocess
 
-    from hpcai.errors import HpcaiError
+    from hpcai.errors import HpcaiError, operand
+    from hpcai.files import BadFile, parse_json
     from hpcai.payloads import IMAGE_RUNNER
 
+    image = operand("--image", image)  # `docker run`/`apptainer exec` read options up to the image
     if image.endswith(".sif"):
         engine = shutil.which("apptainer") or shutil.which("singularity")
         argv = [engine or "apptainer", "exec", image, IMAGE_RUNNER, "--list", "--json"]
@@ -62,10 +63,14 @@ def _image_listing(image: str) -> list[dict]:
     if res.returncode != 0:
         last = (res.stderr.strip().splitlines() or ["no output"])[-1]
         raise HpcaiError(f"cannot list payloads of {image}: {last}")
-    try:
-        return json.loads(res.stdout)
-    except ValueError:
-        raise HpcaiError(f"{image}: hpcai-bench --list --json printed no JSON") from None
+    try:  # the depth bound and NaN refusal of every JSON hpcai reads; a list of objects is expected
+        entries = parse_json(res.stdout, f"{image}: hpcai-bench --list --json")
+    except BadFile as exc:
+        raise HpcaiError(str(exc)) from None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("name"), str)
+                                                   and isinstance(e.get("vars", {}), dict) for e in entries):
+        raise HpcaiError(f"{image}: hpcai-bench --list --json printed no list of payloads")
+    return entries
 
 
 def list_cmd(
@@ -75,16 +80,15 @@ def list_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
 ) -> None:
     """List payloads: what each measures, its headline metric and the flavors it supports."""
-    import json
-
     from rich.table import Table
 
     from hpcai.console import out
+    from hpcai.output import emit_json
 
     if image:
         entries = _image_listing(image)
         if as_json:
-            out.print_json(json.dumps(entries))
+            emit_json(entries)
             return
         table = Table(title=f"payloads in {image}")
         for col in ("payload", "headline", "variables", "description"):
@@ -97,10 +101,8 @@ def list_cmd(
         return
     manifests = _manifests(flavor)
     if as_json:
-        out.print_json(json.dumps([
-            {"name": m.name, "description": m.description, "flavors": list(m.flavors),
-             "geometry": m.geometry, "headline": m.headline, "parser": m.parser}
-            for m in manifests]))
+        emit_json([{"name": m.name, "description": m.description, "flavors": list(m.flavors),
+                    "geometry": m.geometry, "headline": m.headline, "parser": m.parser} for m in manifests])
         return
     table = Table(title="payloads")
     for col in ("payload", "measures", "headline metric", "flavors", "geometry"):
@@ -115,18 +117,18 @@ def show_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON on stdout."),
 ) -> None:
     """Show one payload: variables and defaults, profiles, metrics, sanity patterns, flavors."""
-    import json
     import shlex
 
     from rich.table import Table
 
     from hpcai.console import out
+    from hpcai.output import emit_json
     from hpcai.payloads import load_payload
 
     m = load_payload(name)
     if as_json:
         raw = {k: v for k, v in m.raw.items() if not k.startswith("_")}
-        out.print_json(json.dumps(dict(raw, name=m.name, command=m.benchmark_argv()), default=str))
+        emit_json(dict(raw, name=m.name, command=m.benchmark_argv()))  # valid JSON: a nan default is null
         return
     out.print(f"[bold]{m.name}[/]: {m.description}")
     out.print(f"flavors: {', '.join(m.flavors)}    geometry: {m.geometry}    "

@@ -53,6 +53,19 @@ def _fmt(value: float | None) -> str:
     return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
 
 
+def _fact(name: str, value: str) -> str:
+    """A --var run fact as given; one that reads as a number (seq_len=1024, n_params=124e6) must be
+    a finite one, by the rule payload variables follow (1e400 or nan would make TFLOP/s fail)."""
+    from hpcai.payloads import check_number
+
+    try:
+        float(value)
+    except ValueError:
+        return value  # text (model=gpt2)
+    check_number(f"--var {name}", value, float)
+    return value
+
+
 @results_app.command("parse")
 def parse_cmd(
     files: list[Path] = typer.Argument(..., help="Log files (stdout and/or stderr of any run, hpcai's or not)."),
@@ -77,11 +90,14 @@ def parse_cmd(
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UsageError(f"--var must look like NAME=VALUE, got {item!r}")
-        facts[key] = value
+        facts[key] = _fact(key, value)
     if facts or gpus:
         from hpcai.results import tflops
 
         tflops.add_to_result(result, {"payload_vars": facts, "nodes": 1, "gpus_per_node": gpus})
+    from hpcai.results.runs import as_documented
+
+    as_documented(payload, result, files, per_gpu=False, streamed=True)  # a payload's names and headline, as its record's
     if as_json:  # written as is (rich would scan every character of a long --rows document), and
         emit_json(summary(result, rows))  # rich is not even imported
         return
@@ -117,7 +133,7 @@ def show_cmd(runs: Optional[list[Path]] = typer.Argument(None, help=RUNS_HELP)) 
         table.add_row(*map(cell, (r.path.name, r.payload, r.system, f"{r.nodes}×{r.ranks // max(r.nodes, 1)}",
                                   r.plan.get("image") or "-", head.name if head else "-",
                                   _fmt(head.value) if head else "-", head.unit if head else "",
-                                  r.state if not r.error else f"{r.state}: {r.error}")))
+                                  r.shown_state if not r.error else f"{r.shown_state}: {r.error}")))
     _print_table(table)
     scaling = aggregate(records)
     if len({p.nodes for p in scaling}) > 1:
@@ -145,7 +161,7 @@ def export_cmd(
         raise UsageError("choose one format: --csv or --json")
     text = export.to_csv(_records(runs)) if as_csv else export.to_json(_records(runs))
     if output:
-        output.write_text(text)
+        export.write(output, text)  # a link at OUTPUT: refused, never followed
     else:
         emit(text)
 
@@ -158,17 +174,19 @@ def compare_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON rows and the suite score."),
 ) -> None:
     """Compare runs with references: stats, ratio, pass/fail, suite score. Exit 1 when something fails."""
-    import json
-
     from rich.table import Table
 
-    from hpcai.console import cell, out
+    from hpcai.console import cell, err, out
     from hpcai.results.baselines import load_baselines
     from hpcai.results.compare import FAIL, PASS, compare
     from hpcai.results.stats import DEVIATION_LIMIT, DEVIATION_QUANTILE
 
     configs = load_baselines(baseline) if baseline else None
     result = compare(_records(runs), configs, min_runs)
+    for r in result.rows:
+        if r.skipped:
+            err.print(f"note: {r.config} on {r.system}: {r.skipped} run(s) with {r.metric} not a finite number "
+                      "(NaN or infinite) left out", markup=False, highlight=False, soft_wrap=True)
     if as_json:
         rows = [{"config": r.config, "system": r.system, "metric": r.metric, "unit": r.unit, "runs": r.runs,
                  "n": r.stats.n if r.stats else 0, "mean": r.stats.mean if r.stats else None,
@@ -176,9 +194,8 @@ def compare_cmd(
                  "min": r.stats.min if r.stats else None, "max": r.stats.max if r.stats else None,
                  "reference": r.reference.value if r.reference else None, "ratio": r.ratio, "verdict": r.verdict}
                 for r in result.rows]
-        out.print(json.dumps({"rows": rows, "score": result.score, "success_ratio": result.success_ratio,
-                              "deviation_quantile": result.deviation_quantile, "failed": result.failed},
-                             indent=2), markup=False, highlight=False)
+        emit_json({"rows": rows, "score": result.score, "success_ratio": result.success_ratio,
+                   "deviation_quantile": result.deviation_quantile, "failed": result.failed})
     else:
         table = Table(title="comparison")
         for col in ("configuration", "system", "metric", "n", "mean", "sd%", "min", "max", "reference", "ratio",
@@ -209,15 +226,19 @@ def plot_cmd(
     output: Path = typer.Option(..., "--output", "-o", help="Image file (.png, .svg, .pdf)."),
     kind: str = typer.Option("auto", "--kind", help="auto, bars, scaling or busbw."),
 ) -> None:
-    """Plot runs: bars with min–max error bars, scaling curves for sweeps, busbw vs size."""
-    from hpcai.console import err
+    """Plot runs: bars with min–max error bars, scaling curves for sweeps, busbw vs size; each
+    payload's metric on axes of its own."""
+    from hpcai.console import err, plain
     from hpcai.errors import unknown
     from hpcai.results import plot
 
     kinds = ("auto", "bars", "scaling", "busbw")
     if kind not in kinds:
         raise unknown("plot kind", kind, kinds)
-    fig = plot.auto(_records(runs), kind)
+    notes: list[str] = []
+    fig = plot.auto(_records(runs), kind, notes)
+    for line in notes:  # values that are not finite numbers: left out, and said so
+        err.print(f"note: {plain(line)}", markup=False, highlight=False, soft_wrap=True)
     plot.save(fig, output)
     err.print(f"wrote {output} ({plot.series_count(fig)} series)", soft_wrap=True, markup=False)
 

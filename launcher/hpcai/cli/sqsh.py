@@ -3,12 +3,11 @@ for `--runtime pyxis` (srun --container-image) and `--runtime enroot`."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from hpcai.cli.build import PANEL, with_tag_options, image_to_convert
+from hpcai.cli.build import PANEL, image_to_convert, output_path, with_tag_options
 
 
 @with_tag_options
@@ -16,8 +15,8 @@ def sqsh_cmd(
     ctx: typer.Context,
     image: str = typer.Argument(..., help="Local image reference, or a flavor name: the tag `hpcai build FLAVOR` "
                                           "makes with the same options."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output",
-                                          help="SquashFS file, *.sqsh (default: from the tag, no ':')."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", metavar="PATH",
+                                         help="SquashFS file, *.sqsh (default: from the tag, no ':')."),
     builder: Optional[str] = typer.Option(None, "--builder", envvar="DOCKER",
                                           help="docker | podman: the engine holding the image."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
@@ -28,7 +27,7 @@ def sqsh_cmd(
     from hpcai.image import build, sqsh
 
     image = image_to_convert(ctx, image, spec_options)
-    sqsh.convert(image, output, build.builder_name(builder), force=force, dry_run=dry_run)
+    sqsh.convert(image, output_path(output), build.builder_name(builder), force=force, dry_run=dry_run)
 
 
 def register(app: typer.Typer) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcai.errors import HpcaiError, UsageError
+from hpcai.errors import HpcaiError, UsageError, operand
 from hpcai.image.spec import ImageSpec
 
 ENGINES = ("docker", "podman")  # OCI engines: they build images, and hold the images sif/sqsh convert
@@ -54,15 +54,17 @@ def builder_name(value: str | None, choices: Sequence[str] = ENGINES) -> str:
 
 
 def build_argv(spec: ImageSpec, builder: str, context: Path, no_cache: bool = False) -> list[str]:
-    """The build command as a token list (docker: classic builder via DOCKER_BUILDKIT=0 env)."""
-    argv = [builder, "build", "--network", "host", "-f", str(context / "Dockerfile"), "-t", spec.tag]
+    """The build command as a token list (docker: classic builder via DOCKER_BUILDKIT=0 env).
+    Format: docker build --network host -f CTX/Dockerfile -t TAG [--no-cache] … CTX"""
+    argv = [builder, "build", "--network", "host", "-f", operand("the work folder", context / "Dockerfile"),
+            "-t", spec.tag]
     if no_cache:
         argv.append("--no-cache")
     if spec.arch != "amd64":
         argv += ["--platform", f"linux/{spec.arch}"]
     if builder == "podman":
         argv += ["--format", "docker", "--layers"]
-    return argv + [str(context)]
+    return argv + [operand("the work folder", context)]  # a path: ./-w/… for HPCAI_WORK_DIR=-w
 
 
 def builder_env(builder: str) -> dict[str, str]:
@@ -229,7 +231,7 @@ def apptainer_argv(tool: str, output: Path, no_cache: bool = False) -> list[str]
     for root too where Apptainer is not setuid. %test runs at the end (no --notest): a SIF whose
     entrypoint --check or self-test fails is never written."""
     return [tool, "build", "--fakeroot", "--force", *(["--disable-cache"] if no_cache else []),
-            str(part_path(output)), "hpcai.def"]
+            operand("-o/--output", part_path(output)), "hpcai.def"]
 
 
 @dataclass

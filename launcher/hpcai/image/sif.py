@@ -18,7 +18,7 @@ import shlex
 import shutil
 from pathlib import Path
 
-from hpcai.errors import HpcaiError, UsageError
+from hpcai.errors import HpcaiError, UsageError, operand
 
 CONVERTERS = ("apptainer", "singularity")
 DEF_NAME = "hpcai-convert.def"
@@ -51,9 +51,12 @@ def commands(image: str, output: Path, builder: str, tool: str, folder: Path) ->
     in `folder` (and Podman's archive there too)."""
     from hpcai.image.build import part_path
 
-    build = [tool, "build", "--notest", "--force", str(part_path(output)), str(folder / DEF_NAME)]
+    # Format: apptainer build --notest --force OUT.sif.part DEF   (paths made never to read as options)
+    build = [tool, "build", "--notest", "--force", operand("-o/--output", part_path(output)),
+             operand("the work folder", folder / DEF_NAME)]
     if builder == "podman":
-        return [["podman", "save", "--format", "docker-archive", "-o", str(folder / "image.tar"), image], build]
+        return [["podman", "save", "--format", "docker-archive", "-o", operand("the work folder", folder / "image.tar"),
+                 operand("IMAGE", image)], build]
     return [build]
 
 
@@ -74,11 +77,12 @@ def conversion_def(image: str, builder: str, folder: Path) -> str:
 
 def convert(image: str, output: Path | None, builder: str, dry_run: bool = False) -> Path:
     from hpcai.console import out
-    from hpcai.image.build import check_engine
+    from hpcai.image.build import check_engine, part_path
 
     from hpcai.errors import shaped
     from hpcai.image.spec import IMAGE_REF, REF_SHAPE
 
+    operand("IMAGE", image)  # the option rule in its own words (the grammar below refuses it too)
     shaped("IMAGE", image, IMAGE_REF, REF_SHAPE)  # before it reaches an engine, a command or the def
     output = output or Path(sif_name(image))
     if ":" in output.name:
@@ -91,7 +95,8 @@ def convert(image: str, output: Path | None, builder: str, dry_run: bool = False
                   markup=False)
         for argv in commands(image, output, builder, tool, folder):
             out.print(shlex.join(argv), markup=False)
-        out.print(shlex.join(["mv", str(output) + ".part", str(output)]), markup=False)
+        out.print(shlex.join(["mv", operand("-o/--output", part_path(output)), operand("-o/--output", output)]),
+                  markup=False)
         return output
     tool = converter()
     check_engine(builder)

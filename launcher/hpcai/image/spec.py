@@ -135,13 +135,30 @@ def parse_switch(what: str, value: str | None, default: bool) -> bool:
     raise unknown(what, value or "", ["1", "0", "yes", "no", "on", "off", "true", "false"])
 
 
+def parse_reference(ref: str) -> tuple[str, str, str]:
+    """(name, tag, digest) of an image reference, "" for a part it lacks:
+    `host:5000/repo:tag@sha256:…` -> (`host:5000/repo`, `tag`, `sha256:…`). The docker SDK's
+    parse_repository_tag decides (a registry port is no tag); it returns one part after the name,
+    the digest when there is an '@', so it is asked again for the tag before the digest."""
+    from docker.utils import parse_repository_tag
+
+    name, digest = parse_repository_tag(ref) if "@" in ref else (ref, None)
+    name, tag = parse_repository_tag(name)
+    return name, tag or "", digest or ""
+
+
 def split_image(ref: str) -> tuple[str, str]:
-    """`nvcr.io/nvidia/pytorch:25.06-py3` -> (`nvcr.io/nvidia/pytorch`, `25.06-py3`); a
-    registry port is not a tag; no tag means `latest`."""
-    name, _, tag = ref.rpartition(":")
-    if not name or "/" in tag:
-        return ref, "latest"
-    return name, tag
+    """`nvcr.io/nvidia/pytorch:25.06-py3` -> (`nvcr.io/nvidia/pytorch`, `25.06-py3`): the name and
+    the word hpcai's own tag starts with. A digest is never that word (64 hex digits once became
+    the tag): `repo:tag@sha256:…` gives its tag, `repo@sha256:…` `sha256-` and 12 digits of it
+    (the digest names the image, shortened for a tag), a reference with neither `latest`."""
+    name, tag, digest = parse_reference(ref)
+    if tag:
+        return name, tag
+    if digest:
+        algorithm, _, hexdigits = digest.partition(":")
+        return name, f"{algorithm}-{hexdigits[:12]}"
+    return name, "latest"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from hpcai.errors import HpcaiError, UsageError, has_control
+from hpcai.errors import HpcaiError, UsageError, has_control, operand
 
 SCHEMES = {"docker": "dockerd", "podman": "podman"}  # builder -> enroot's URI scheme
 # What enroot's importer accepts after the scheme (docker.sh: [[:alnum:]/._:-]+); no digests.
@@ -30,6 +30,7 @@ def sqsh_name(image: str) -> str:
 
 
 def check_reference(image: str) -> str:
+    operand("IMAGE", image)  # the option rule first, in its own words (the grammar below refuses it too)
     if has_control(image) or not _REFERENCE.fullmatch(image):
         raise UsageError(f"image {image!r}: enroot imports NAME[:TAG] made of letters, digits and / . _ : - "
                          "(no digest, no spaces)")
@@ -43,7 +44,7 @@ def uri(image: str, builder: str) -> str:
 
 def commands(image: str, part: Path, builder: str) -> list[list[str]]:
     # Format: enroot import -o OUT.sqsh.part dockerd://IMAGE
-    return [["enroot", "import", "-o", str(part), uri(image, builder)]]
+    return [["enroot", "import", "-o", operand("-o/--output", part), uri(image, builder)]]
 
 
 def _check_output(output: Path, force: bool) -> None:
@@ -101,8 +102,8 @@ def labels(path: str) -> dict[str, str]:
     if not shutil.which("unsquashfs"):
         return {}
     try:
-        res = subprocess.run(["unsquashfs", "-cat", path, "etc/rc"], capture_output=True, text=True,
-                             errors="replace", timeout=60, check=False, stdin=subprocess.DEVNULL)
+        res = subprocess.run(["unsquashfs", "-cat", operand("image", Path(path)), "etc/rc"], capture_output=True,
+                             text=True, errors="replace", timeout=60, check=False, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return {}
     found: dict[str, str] = {}

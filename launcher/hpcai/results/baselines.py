@@ -17,6 +17,9 @@ The most specific configuration (most conditions) and system (exact, `site:*`, `
 
 from __future__ import annotations
 
+import json
+import math
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,52 +79,126 @@ class Configuration:
         return None
 
 
-def _reference(where: str, metric: str, raw: Any) -> Reference:
-    if not isinstance(raw, list) or len(raw) not in (2, 4) or not isinstance(raw[0], (int, float)):
-        raise UsageError(f"{where}: {metric} must be [value, lower, upper, unit] (or [value, unit]), got {raw!r}")
+# Every rule a baselines file must follow, checked once here when it is loaded, so that compare
+# computes only with the types below; each error is one line naming the file and the TOML key.
+#   references: a non-empty table; its keys "payload k=v …" (each k once), each a table of systems
+#   system: a non-empty name, a table of metric -> [value, lower, upper, unit] | [value, unit]
+#   value: a finite number > 0 (bounds and ratios are fractions of it)
+#   lower: finite, -1 <= lower <= 0; upper: finite, >= 0; not both 0 (only the exact value passed)
+#   unit: text
+#   weights: a table of configurations that references names -> a finite number > 0
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_SHAPE = "[value, lower, upper, unit] (or [value, unit])"
+
+
+def _key(*parts: str) -> str:
+    """A TOML key path as it would be written: `references."osu nodes=2"."*".latency_8B`."""
+    return ".".join(p if _BARE_KEY.fullmatch(p) else json.dumps(p) for p in parts)
+
+
+def _number(x: Any) -> bool:
+    """A TOML number: int or float, never a boolean (True is an int to Python)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _fraction(source: str, where: str, name: str, frac: Any, low: float, high: float) -> float:
+    if not _number(frac) or not math.isfinite(frac) or not low <= frac <= high:
+        side = "below" if name == "lower" else "above"
+        raise UsageError(f"{source}: {where}: {name} must be a fraction like {'-' if name == 'lower' else ''}0.1 "
+                         f"(how far {side} the value a result may be, {low:g} to {high:g}), got {frac!r}")
+    return float(frac)
+
+
+def _reference(source: str, where: str, metric: str, raw: Any) -> Reference:
+    if not isinstance(raw, list) or len(raw) not in (2, 4):
+        raise UsageError(f"{source}: {where}: must be {_SHAPE}, got {raw!r}")
+    value, unit = raw[0], raw[-1]
+    if not _number(value) or not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{source}: {where}: the value must be a finite number > 0 "
+                         f"(bounds are fractions of it), got {value!r}; {_SHAPE}")
+    if not isinstance(unit, str):
+        raise UsageError(f"{source}: {where}: the unit must be text like \"GB/s\", got {unit!r}; {_SHAPE}")
     if len(raw) == 2:
-        return Reference(metric, float(raw[0]), None, None, str(raw[1]))
-    value, lower, upper, unit = raw
-    for name, frac in (("lower", lower), ("upper", upper)):
-        if frac is not None and not isinstance(frac, (int, float)):
-            raise UsageError(f"{where}: {metric}: {name} must be a fraction like -0.1, got {frac!r}")
-    return Reference(metric, float(value), lower, upper, str(unit))
+        return Reference(metric, float(value), None, None, unit)
+    lower = _fraction(source, where, "lower", raw[1], -1.0, 0.0)
+    upper = _fraction(source, where, "upper", raw[2], 0.0, math.inf)
+    if lower == upper == 0:
+        raise UsageError(f"{source}: {where}: lower and upper are both 0, so only exactly {value!r} would pass; "
+                         "give a tolerance like -0.05, 0.05 (or [value, unit] to report the ratio only)")
+    return Reference(metric, float(value), lower, upper, unit)
 
 
-def _configuration(key: str, body: Any, weight: float) -> Configuration:
-    if not isinstance(body, dict):
-        raise UsageError(f"baselines: [references.{key!r}] must be a table of systems")
-    payload, *conds = key.split()
-    conditions = {}
+def _conditions(source: str, where: str, conds: list[str]) -> dict[str, str]:
+    conditions: dict[str, str] = {}
     for c in conds:
-        if "=" not in c:
-            raise UsageError(f"baselines: configuration {key!r}: {c!r} is not key=value")
-        k, v = c.split("=", 1)
+        k, sep, v = c.partition("=")
+        if not sep or not k or not v:
+            raise UsageError(f"{source}: {where}: {c!r} is not key=value (the key is \"payload k=v …\", k one of "
+                             f"{', '.join(_PLAN_KEYS)} or a payload variable)")
+        if k in conditions:
+            raise UsageError(f"{source}: {where}: {k} is given twice")
         conditions[k] = v
+    return conditions
+
+
+def _configuration(source: str, key: str, body: Any, weight: float) -> Configuration:
+    where = _key("references", key)
+    if not isinstance(body, dict):
+        raise UsageError(f"{source}: {where}: must be a table of systems like \"*\" = {{ metric = {_SHAPE} }}, "
+                         f"got {type(body).__name__}")
+    if not key.split():
+        raise UsageError(f"{source}: {where}: the configuration must start with a payload name")
+    payload, *conds = key.split()
+    conditions = _conditions(source, where, conds)
     systems = {}
     for system, metrics in body.items():
-        if not isinstance(metrics, dict):
-            raise UsageError(f"baselines: {key!r} / {system!r} must map metric names to [value, lower, upper, unit]")
-        where = f"baselines {key!r} {system!r}"
-        systems[system] = {m: _reference(where, m, raw) for m, raw in metrics.items()}
+        at = _key("references", key, system)
+        if not system.strip():
+            raise UsageError(f"{source}: {at}: a system is \"site:partition\", \"site:*\" or \"*\", not empty")
+        if not isinstance(metrics, dict) or not metrics:
+            raise UsageError(f"{source}: {at}: must map metric names to {_SHAPE}, got {metrics!r}")
+        systems[system] = {m: _reference(source, _key("references", key, system, m), m, raw)
+                           for m, raw in metrics.items()}
     return Configuration(key, payload, conditions, systems, weight)
 
 
-def load_baselines(path: Path) -> list[Configuration]:
-    if not path.is_file():
-        raise UsageError(f"no such baselines file: {path}")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: malformed TOML: {exc}") from None
+def _weights(source: str, data: dict[str, Any]) -> dict[str, float]:
+    weights = data.get("weights", {})
+    if not isinstance(weights, dict):
+        raise UsageError(f"{source}: weights must be a table of configuration = weight, got {type(weights).__name__}")
+    for key, w in weights.items():
+        if key not in data["references"]:
+            raise UsageError(f"{source}: {_key('weights', key)}: no such configuration in [references]; valid: "
+                             + ", ".join(sorted(data["references"])))
+        if not _number(w) or not math.isfinite(w) or w <= 0:
+            raise UsageError(f"{source}: {_key('weights', key)}: must be a finite number > 0 (default 1), got {w!r}")
+    return {k: float(w) for k, w in weights.items()}
+
+
+def configurations(data: Any, source: str) -> list[Configuration]:
+    """The configurations of a parsed baselines document; SOURCE names it in errors."""
+    if not isinstance(data, dict):
+        raise UsageError(f"{source}: a baselines file is a TOML document, got {type(data).__name__}")
     refs = data.get("references")
     if not isinstance(refs, dict) or not refs:
-        raise UsageError(f"{path}: no [references.\"<payload>\"] tables (see `hpcai results compare --help`)")
+        raise UsageError(f"{source}: no [references.\"<payload>\"] tables (see `hpcai results compare --help`)")
     unknown_keys = set(data) - {"references", "weights"}
     if unknown_keys:
-        raise UsageError(f"{path}: unknown top-level keys {sorted(unknown_keys)}; valid: references, weights")
-    weights = data.get("weights", {})
-    return [_configuration(k, v, float(weights.get(k, 1.0))) for k, v in refs.items()]
+        raise UsageError(f"{source}: unknown top-level keys {sorted(unknown_keys)}; valid: references, weights")
+    weights = _weights(source, data)
+    return [_configuration(source, k, v, weights.get(k, 1.0)) for k, v in refs.items()]
+
+
+def load_baselines(path: Path) -> list[Configuration]:
+    from hpcai import files
+
+    if not path.exists():  # exists, not is_file: a FIFO or a folder there gets files' own one line
+        raise UsageError(f"no such baselines file: {path}")
+    try:  # a regular file, size-bounded, TOML nested no deeper than files.MAX_DEPTH (BadFile)
+        data = files.read_toml(path)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    return configurations(data, str(path))
 
 
 def find(configs: list[Configuration], plan: dict[str, Any]) -> Configuration | None:

@@ -9,9 +9,11 @@ every judged metric, multiplied by the success ratio (successful runs / runs).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from hpcai.results.baselines import Configuration, Reference, find
+from hpcai.results.metrics import measured
 from hpcai.results.runs import RunRecord
 from hpcai.results.stats import DEFAULT_MIN_COUNT, DEVIATION_QUANTILE, Stats, describe, quantile, weighted_geomean
 
@@ -30,12 +32,14 @@ class Row:
     reference: Reference | None
     verdict: str
     weight: float = 1.0
+    skipped: int = 0  # successful runs whose value was NaN or infinite: left out of the stats
 
     @property
     def ratio(self) -> float | None:
         if self.stats is None or self.reference is None or not self.reference.value:
             return None
-        return self.stats.mean / self.reference.value
+        ratio = self.stats.mean / self.reference.value
+        return ratio if math.isfinite(ratio) else None  # a mean near the float limit overflows
 
     @property
     def normalized(self) -> float | None:
@@ -93,11 +97,13 @@ def group(records: list[RunRecord]) -> dict[tuple[str, str], list[RunRecord]]:
 
 def _row(key: str, system: str, runs: list[RunRecord], metric: str, ref: Reference | None,
          weight: float, min_count: int) -> Row:
-    found = [m for r in runs if r.succeeded and r.result for m in [r.result.get(metric)] if m is not None]
-    unit = found[0].unit if found else (ref.unit if ref else "")
-    better = found[0].better if found else "higher"
+    present = [m for r in runs if r.succeeded and r.result for m in [r.result.get(metric)] if m is not None]
+    found = [m for m in present if measured(m)]
+    skipped = len(present) - len(found)
+    unit = present[0].unit if present else (ref.unit if ref else "")
+    better = present[0].better if present else "higher"
     if not found:
-        return Row(key, system, metric, unit, better, len(runs), None, ref, FAIL if ref else NO_REF, weight)
+        return Row(key, system, metric, unit, better, len(runs), None, ref, FAIL if ref else NO_REF, weight, skipped)
     stats = describe([m.value for m in found])
     if ref is None:
         verdict = NO_REF
@@ -105,7 +111,7 @@ def _row(key: str, system: str, runs: list[RunRecord], metric: str, ref: Referen
         verdict = TOO_FEW
     else:
         verdict = PASS if ref.accepts(stats.mean) else FAIL
-    return Row(key, system, metric, unit, better, len(runs), stats, ref, verdict, weight)
+    return Row(key, system, metric, unit, better, len(runs), stats, ref, verdict, weight, skipped)
 
 
 def compare(records: list[RunRecord], baselines: list[Configuration] | None = None,

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hpcai import files
 from hpcai.errors import UsageError
 from hpcai.output import say
 
@@ -83,7 +84,7 @@ def _is_measurer(energy_dir: Path, host: str) -> bool:
             return int(os.environ[var]) == 0
     energy_dir.mkdir(parents=True, exist_ok=True)
     try:
-        os.close(os.open(energy_dir / f".measurer-{host}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        os.close(files.create_new(energy_dir / f".measurer-{host}"))  # O_EXCL: one winner, no link followed
         return True
     except FileExistsError:
         return False
@@ -92,7 +93,7 @@ def _is_measurer(energy_dir: Path, host: str) -> bool:
 def _run_and_record(exit_file: Path, argv: list[str]) -> int:
     code = subprocess.run(argv, check=False).returncode
     exit_file.parent.mkdir(parents=True, exist_ok=True)
-    exit_file.write_text(f"{code}\n")
+    files.write_atomic(exit_file, f"{code}\n", over_link=True)  # the record's own name: a link there is replaced
     return code
 
 
@@ -113,8 +114,8 @@ def _measure(energy_dir: Path, methods: str, argv: list[str]) -> int:
     cmd = [*jpwr, "--methods", *chosen, "--df-out", str(energy_dir / host), "--df-filetype", "csv", "--", *child]
     jpwr_rc = subprocess.run(cmd, check=False).returncode
     try:
-        return int(exit_file.read_text().strip())
-    except (OSError, ValueError):
+        return int(files.read_text(exit_file, 64).strip())
+    except (OSError, ValueError, files.BadFile):
         return jpwr_rc or 1
 
 
@@ -136,13 +137,18 @@ def main(args: list[str]) -> int:
 
 # ---- reading -------------------------------------------------------------------------------
 
+POWER_CSV_MAX = 1 << 30  # days of samples at jpwr's rate; a sparse or endless file is not one
+
+
 def read_power_csv(path: Path) -> tuple[list[float], dict[str, list[float]]]:
     """(timestamps in s, {device column: watts}) from one jpwr power CSV; UsageError naming the
-    file, line and column when it is not one (an energy figure from a damaged file would lie)."""
+    file, line and column when it is not one (an energy figure from a damaged file would lie).
+    Read through hpcai.files: a FIFO or a link to /dev/zero there is refused, never waited on."""
+    import io
+
     try:
-        with path.open(newline="", errors="strict") as fh:
-            rows = list(csv.reader(fh))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        rows = list(csv.reader(io.StringIO(files.read_text(path, POWER_CSV_MAX, path.name), newline="")))
+    except (OSError, csv.Error) as exc:
         raise UsageError(f"{path.name}: cannot be read as a power CSV ({exc})") from None
     if not rows or "timestamps" not in rows[0]:
         raise UsageError(f"{path.name}: not a jpwr power CSV (no 'timestamps' column)")

@@ -16,6 +16,7 @@ import csv
 import io
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from hpcai.console import plain
@@ -51,6 +52,40 @@ def csv_cell(value: Any) -> Any:
 def _first(values: dict[str, Any], *names: str) -> Any:
     """The first given value; 0 is not one (payload variables use 0 for "the payload's own")."""
     return next((values[n] for n in names if values.get(n) not in (None, "", "0", 0)), None)
+
+
+def _count(value: Any) -> Any:
+    """A count as a whole number (GBS 4, not 4.0: JSON records and the log parsers hold floats,
+    variables hold text). Anything that is not a whole number stays as it is."""
+    if isinstance(value, bool):
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return value
+    return int(number) if number.is_integer() else value
+
+
+def _nonzero(value: Any) -> bool:
+    try:
+        return float(value) != 0
+    except (TypeError, ValueError, OverflowError):
+        return bool(value)
+
+
+def _iterations(pvars: dict[str, Any], details: dict[str, Any]) -> Any:
+    """The iterations that ran. The run's own count first (hf-clm's Trainer steps: with epochs
+    set, its `steps` variable is an unused default); then the variables; then the last logged
+    iteration (Megatron). A `steps` variable is no count when epochs are set (hf-clm: "steps,
+    when epochs is 0"), so an older record without the run's count gets none rather than it."""
+    if details.get("train_steps") not in (None, ""):
+        return details["train_steps"]
+    steps = () if _nonzero(pvars.get("epochs")) else ("steps",)
+    iterations = _first(pvars, "iterations", "train_iters", "iters", *steps)
+    if iterations is None and isinstance(details.get("iterations"), list) and details["iterations"]:
+        last = details["iterations"][-1]
+        iterations = last.get("iteration") if isinstance(last, dict) else None
+    return iterations
 
 
 def _size(n_params: Any) -> str:
@@ -96,16 +131,14 @@ def row(rec: RunRecord) -> dict[str, Any]:
     # the run's own statement of its shape (details) wins over variables left at 0 ("the payload's")
     batch = _first(pvars, "batch_size", "micro_batch_size") or _first(details, "batch_size", "micro_batch_size")
     gbs = _first(pvars, "global_batch_size") or _first(details, "global_batch_size")
-    if gbs is None and batch is not None:
-        gbs = int(batch) * rec.devices
+    if gbs is None and type(per_device := _count(batch)) is int:  # a whole number, not text or a bool
+        gbs = per_device * rec.devices
     tp = _first(pvars, "tp", "tensor_parallel") or _first(details, "tp")
     pp = _first(pvars, "pp", "pipeline_parallel") or _first(details, "pp")
     dp = _first(pvars, "dp", "data_parallel") or _first(details, "dp")
     if dp is None and tp and pp:
         dp = rec.devices // (int(tp) * int(pp)) or ""
-    iterations = _first(pvars, "iterations", "train_iters", "iters", "steps")
-    if iterations is None and details.get("iterations"):
-        iterations = details["iterations"][-1].get("iteration")
+    iterations = _iterations(pvars, details)
     energy_dir = rec.path / "energy"
     return {
         "JobID": plan.get("job_id") or "",
@@ -117,16 +150,17 @@ def row(rec: RunRecord) -> dict[str, Any]:
         "Model": _first(pvars, "model") or details.get("model") or "",
         "ModelSize": _first(details, "model_size") or _first(pvars, "model_size") or _size(details.get("n_params")),
         "Dataset": _first(pvars, "dataset") or "",
-        "Nodes": rec.nodes,
-        "Devices": rec.devices,
-        "Tasks/Node": plan.get("ntasks_per_node") or 1,
-        "Threads/Task": plan.get("cpus_per_task") or "",
-        "GlobalBatchSize": gbs or "",
-        "BatchSize/Device": batch or "",
-        "PipelineParallel": pp or "",
-        "TensorParallel": tp or "",
-        "DataParallel": dp or "",
-        "Iterations": iterations or "",
+        # counts as whole numbers, whatever the record held them as (4, not 4.0)
+        "Nodes": _count(rec.nodes),
+        "Devices": _count(rec.devices),
+        "Tasks/Node": _count(plan.get("ntasks_per_node") or 1),
+        "Threads/Task": _count(plan.get("cpus_per_task") or ""),
+        "GlobalBatchSize": _count(gbs or ""),
+        "BatchSize/Device": _count(batch or ""),
+        "PipelineParallel": _count(pp or ""),
+        "TensorParallel": _count(tp or ""),
+        "DataParallel": _count(dp or ""),
+        "Iterations": _count(iterations or ""),
         "Time/iteration(s)": metric("time_per_iteration"),
         "Metric": head.name if head else "",
         "Value": head.value if head else "",
@@ -163,4 +197,15 @@ def to_json(records: list[RunRecord]) -> str:
         r["argv"] = rec.plan.get("argv")
         r["payload_vars"] = rec.plan.get("payload_vars") or {}
         out.append(r)
-    return json.dumps(out, indent=2, default=str) + "\n"
+    from hpcai.files import dumps  # valid JSON: a NaN or infinite value is null
+
+    return dumps(out, indent=2, default=str) + "\n"
+
+
+def write(path: Path, text: str) -> None:
+    """`results export -o PATH`: hpcai.files.write_atomic, so a link at PATH (a victim's file) is
+    refused in one line, never written through, and a failed write leaves no half a file. Mode as
+    open() would give (0666 less the umask): an export is made to be shared."""
+    from hpcai import files
+
+    files.write_atomic(path, text, None, "-o")

@@ -7,6 +7,7 @@ Exactly one metric per result should carry `headline=True`: the number a table s
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -29,11 +30,18 @@ class Metric:
             del d["formula"]
         return d
 
+    @property
+    def measured(self) -> bool:
+        """The value is a measurement: a finite number. A log may hold `NaN` or `Infinity` (a JSON
+        document a benchmark printed); such a metric stays in the record as found, but is never
+        averaged, compared or plotted."""
+        return math.isfinite(self.value)
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Metric:
         return cls(
             name=d["name"],
-            value=float(d["value"]),
+            value=float(d["value"]),  # "nan", "inf": see ParseResult.to_dict
             unit=d.get("unit", ""),
             better=d.get("better", HIGHER),
             headline=bool(d.get("headline", False)),
@@ -59,12 +67,15 @@ class ParseResult:
         return next((m for m in self.metrics if m.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "parser": self.parser,
-            "metrics": [m.to_dict() for m in self.metrics],
-            "details": self.details,
-            "warnings": self.warnings,
-        }
+        """The result as metrics.json and `--json` hold it, valid JSON (which has no NaN): a metric
+        whose value is not finite keeps it as text, "nan", "inf" or "-inf", which from_dict reads
+        back as it was (null would lose which, and a null value marks a damaged record); any other
+        NaN or infinity (a cell of a details table) is null."""
+        from hpcai.files import finite
+
+        metrics = [{**m.to_dict(), "value": m.value if m.measured else str(m.value)} for m in self.metrics]
+        return finite({"parser": self.parser, "metrics": metrics, "details": self.details,
+                       "warnings": self.warnings})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ParseResult:
@@ -74,3 +85,8 @@ class ParseResult:
             details=d.get("details", {}),
             warnings=list(d.get("warnings", [])),
         )
+
+
+def measured(metric: Metric | None) -> bool:
+    """METRIC exists and holds a finite value: the one test before a value is computed with."""
+    return metric is not None and metric.measured

@@ -3,18 +3,26 @@
 Each function returns the Figure so tests can inspect its series; `series_count` counts the
 labelled artists (what a legend would show). `auto` picks the figure a set of records calls for:
 bandwidth-vs-size when every run has a per-size table, scaling when a series spans several node
-counts, bars otherwise.
+counts, bars otherwise. Whatever the figure, each payload's metric gets axes of its own, titled with
+the payload and labelled with that metric and its unit: two payloads' numbers never share a y axis.
+A value that is not a finite number (NaN or infinity in metrics.json or a size table) is left out
+with a note, never drawn and never a crash.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 from hpcai.errors import UsageError
+from hpcai.results.metrics import measured
 from hpcai.results.runs import RunRecord
 
 SIZE_TABLE_PARSERS = {"nccl-tests": "busbw", "mpi-allreduce": "BusBW(MB/s)"}
+# The largest magnitude drawn: matplotlib's axis arithmetic (margins, tick steps) overflows to inf
+# near the float limit (1.8e308) and then raises; a value beyond is left out with a note, like NaN.
+DRAWABLE = 1e300
 
 
 def _pyplot():
@@ -39,8 +47,10 @@ def bars(panels: list[tuple[str, str, list[tuple[str, list[float]]]]]) -> Any:
     for ax, (title, ylabel, groups) in zip(axes[0], panels):
         labels = [g for g, _ in groups]
         means = [sum(v) / len(v) for _, v in groups]
-        lo = [m - min(v) for m, (_, v) in zip(means, groups)]
-        hi = [max(v) - m for m, (_, v) in zip(means, groups)]
+        # max(0, …): the mean of equal values can round past them ([0.7] * 3 -> 0.6999…), and
+        # matplotlib refuses a negative error bar
+        lo = [max(0.0, m - min(v)) for m, (_, v) in zip(means, groups)]
+        hi = [max(0.0, max(v) - m) for m, (_, v) in zip(means, groups)]
         ax.bar(range(len(groups)), means, yerr=[lo, hi], capsize=4, label=ylabel)
         ax.set_xticks(range(len(groups)), labels, rotation=20, ha="right")
         ax.set_ylabel(ylabel)
@@ -50,44 +60,45 @@ def bars(panels: list[tuple[str, str, list[tuple[str, list[float]]]]]) -> Any:
     return fig
 
 
-def scaling(table: list[Any]) -> Any:
-    """Throughput vs nodes (left) and parallel efficiency (right), one line each per series."""
+def scaling(panels: list[tuple[str, list[Any]]]) -> Any:
+    """One row per (title, scaling table) panel, a payload's metric each: throughput vs nodes (left,
+    labelled with the panel's metric and unit) and parallel efficiency (right), one line each per
+    series of the panel."""
     plt = _pyplot()
-    fig, (ax_t, ax_e) = plt.subplots(1, 2, figsize=(10, 4))
-    for series in dict.fromkeys(p.series for p in table):
-        pts = [p for p in table if p.series == series]
-        xs = [p.nodes for p in pts]
-        ax_t.errorbar(xs, [p.mean for p in pts], yerr=[[p.mean - p.min for p in pts], [p.max - p.mean for p in pts]],
-                      marker="o", capsize=3, label=series)
-        effs = [(p.nodes, p.efficiency) for p in pts if p.efficiency is not None]
-        if effs:
-            ax_e.plot([x for x, _ in effs], [e for _, e in effs], marker="s", label=series)
-    unit = table[0].unit if table else ""
-    ax_t.set(xlabel="nodes", ylabel=f"{table[0].metric if table else ''} ({unit})", title="throughput")
-    ax_e.set(xlabel="nodes", ylabel="parallel efficiency", title="efficiency", ylim=(0, 1.2))
-    nodes = sorted({p.nodes for p in table})
-    for ax in (ax_t, ax_e):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(nodes, [str(n) for n in nodes])  # label the node counts that ran, not powers of 2
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="small")
+    fig, axes = plt.subplots(len(panels), 2, figsize=(10, 4 * len(panels)), squeeze=False)
+    for (ax_t, ax_e), (title, table) in zip(axes, panels):
+        for series in dict.fromkeys(p.series for p in table):
+            pts = [p for p in table if p.series == series]
+            xs = [p.nodes for p in pts]
+            ax_t.errorbar(xs, [p.mean for p in pts], yerr=[[max(0.0, p.mean - p.min) for p in pts],  # see bars
+                                                           [max(0.0, p.max - p.mean) for p in pts]],
+                          marker="o", capsize=3, label=series)
+            effs = [(p.nodes, p.efficiency) for p in pts if p.efficiency is not None]
+            if effs:
+                ax_e.plot([x for x, _ in effs], [e for _, e in effs], marker="s", label=series)
+        ax_t.set(xlabel="nodes", ylabel=f"{table[0].metric} ({table[0].unit})", title=f"{title}: throughput")
+        ax_e.set(xlabel="nodes", ylabel="parallel efficiency", title=f"{title}: efficiency", ylim=(0, 1.2))
+        nodes = sorted({p.nodes for p in table})
+        for ax in (ax_t, ax_e):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(nodes, [str(n) for n in nodes])  # label the node counts that ran, not powers of 2
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize="small")
     fig.tight_layout()
     return fig
 
 
-def busbw_vs_size(runs: list[tuple[str, list[dict], str]], unit: str) -> Any:
-    """Bus bandwidth vs message size, one line per run (several runs overlaid)."""
+def busbw_vs_size(panels: list[tuple[str, str, list[tuple[str, list[tuple[float, float]]]]]]) -> Any:
+    """One axis per (payload, unit, runs) panel: bus bandwidth vs message size, one line of
+    (size, busbw) points per run (a payload's runs overlaid)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for label, rows, column in runs:
-        xs = [r["size"] for r in rows]
-        # out-of-place first, as the busbw_max_size metric reads it
-        ys = [next(v for v in (r.get(f"oop_{column}"), r.get(f"ip_{column}"), r.get(column)) if v is not None)
-              for r in rows]
-        ax.plot(xs, ys, marker=".", label=label)
-    ax.set_xscale("log", base=2)
-    ax.set(xlabel="message size (B)", ylabel=f"bus bandwidth ({unit})", title="bus bandwidth vs size")
-    ax.legend(fontsize="small")
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4), squeeze=False)
+    for ax, (payload, unit, runs) in zip(axes[0], panels):
+        for label, points in runs:
+            ax.plot([x for x, _ in points], [y for _, y in points], marker=".", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set(xlabel="message size (B)", ylabel=f"bus bandwidth ({unit})", title=f"{payload}: bus bandwidth vs size")
+        ax.legend(fontsize="small")
     fig.tight_layout()
     return fig
 
@@ -96,10 +107,67 @@ def _label(rec: RunRecord) -> str:
     return f"{rec.path.name} ({rec.system}, {rec.nodes}n)"
 
 
-def auto(records: list[RunRecord], kind: str = "auto") -> Any:
+def _drawable(x: Any) -> bool:
+    """A number that can be drawn: int or float (not a boolean), finite and within DRAWABLE."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and abs(x) <= DRAWABLE
+
+
+def _size_points(rec: RunRecord, column: str, notes: list[str]) -> list[tuple[float, float]]:
+    """(size, busbw) of each row of a run's size table with a positive finite size and a finite
+    bandwidth, out-of-place first as the busbw_max_size metric reads it; other rows left out with a note."""
+    rows = rec.result.details.get("rows")
+    if not isinstance(rows, list):
+        notes.append(f"{rec.path.name}: no per-size table (details.rows) to plot; left out")
+        return []
+    points = []
+    for row in rows:
+        if not isinstance(row, dict):
+            continue
+        ys = [row.get(f"oop_{column}"), row.get(f"ip_{column}"), row.get(column)]
+        y = next((v for v in ys if _drawable(v)), None)
+        if _drawable(row.get("size")) and row["size"] > 0 and y is not None:
+            points.append((row["size"], y))
+    if not rows:
+        notes.append(f"{rec.path.name}: its per-size table is empty; left out")
+    elif len(points) < len(rows):
+        notes.append(f"{rec.path.name}: {len(rows) - len(points)} of {len(rows)} size rows without a positive size "
+                     "and a finite bandwidth (NaN, infinity, text, past 1e300) left out")
+    return points
+
+
+def _measured(records: list[RunRecord], notes: list[str]) -> list[RunRecord]:
+    """The successful runs whose headline metric is a finite number; each other one named in NOTES."""
+    keep = []
+    for r in records:
+        head = r.result.headline
+        if measured(head) and _drawable(head.value):
+            keep.append(r)
+        elif head is not None:
+            why = "not a finite number" if not measured(head) else f"beyond ±{DRAWABLE:g}, which cannot be drawn"
+            notes.append(f"{r.path.name}: {head.name} is {head.value} ({why}); left out")
+    if not keep:
+        left = len(records) - len(keep)
+        raise UsageError("nothing to plot: no run with a finite headline metric among the given records"
+                         + (f" ({left} NaN, infinite or past ±{DRAWABLE:g})" if left else ""))
+    return keep
+
+
+def _per_metric(records: list[RunRecord]) -> dict[tuple[str, str], list[RunRecord]]:
+    """Records by (payload, "metric (unit)"): what may share an axis."""
+    groups: dict[tuple[str, str], list[RunRecord]] = {}
+    for r in records:
+        head = r.result.headline
+        groups.setdefault((r.payload, f"{head.name} ({head.unit})"), []).append(r)
+    return groups
+
+
+def auto(records: list[RunRecord], kind: str = "auto", notes: list[str] | None = None) -> Any:
+    """The figure for RECORDS (kind: auto, bars, scaling or busbw). NOTES, when given, receives one
+    line per run or value left out (not a finite number, no size table)."""
     from hpcai.results.compare import config_key
     from hpcai.results.sweep import aggregate
 
+    notes = [] if notes is None else notes
     ok = [r for r in records if r.succeeded and r.result]
     if not ok:
         raise UsageError("nothing to plot: no run with metrics among the given records")
@@ -107,23 +175,44 @@ def auto(records: list[RunRecord], kind: str = "auto") -> Any:
     if kind in ("auto", "busbw") and len(parsers) == 1 and parsers <= set(SIZE_TABLE_PARSERS):
         parser = parsers.pop()
         unit = "GB/s" if parser == "nccl-tests" else "MB/s"
-        return busbw_vs_size([(_label(r), r.result.details["rows"], SIZE_TABLE_PARSERS[parser]) for r in ok], unit)
+        by_payload: dict[str, list[tuple[str, list[tuple[float, float]]]]] = {}
+        for r in ok:
+            points = _size_points(r, SIZE_TABLE_PARSERS[parser], notes)
+            if points:
+                by_payload.setdefault(r.payload, []).append((_label(r), points))
+        if not by_payload:
+            raise UsageError("nothing to plot: no run has a size table with finite bandwidths")
+        return busbw_vs_size([(payload, unit, runs) for payload, runs in by_payload.items()])
     if kind == "busbw":
         raise UsageError("--kind busbw needs nccl-tests/rccl-tests or mpi-allreduce runs")
-    table = aggregate(ok)
+    groups = _per_metric(_measured(ok, notes))
+    tables = {key: aggregate(group) for key, group in groups.items()}
     if kind == "scaling" or (kind == "auto" and any(
-            len({p.nodes for p in table if p.series == s}) > 1 for s in {p.series for p in table})):
-        return scaling(table)
-    panels: dict[tuple[str, str], dict[str, list[float]]] = {}
-    for r in ok:
-        head = r.result.headline
-        groups = panels.setdefault((r.payload, f"{head.name} ({head.unit})"), {})
-        groups.setdefault(f"{r.system}\n{config_key(r)}", []).append(head.value)
-    return bars([(payload, ylabel, list(groups.items())) for (payload, ylabel), groups in panels.items()])
+            len({p.nodes for p in table if p.series == s}) > 1 for table in tables.values()
+            for s in {p.series for p in table})):
+        return scaling([(payload, table) for (payload, _), table in tables.items()])
+    panels = []
+    for (payload, ylabel), group in groups.items():
+        bars_of: dict[str, list[float]] = {}
+        for r in group:
+            bars_of.setdefault(f"{r.system}\n{config_key(r)}", []).append(r.result.headline.value)
+        panels.append((payload, ylabel, list(bars_of.items())))
+    return bars(panels)
 
 
 def save(fig: Any, path: Path) -> None:
-    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
+    """Write FIG to PATH (-o) with hpcai.files.write_atomic: drawn in memory first, so a link at
+    PATH is refused in one line rather than written through (savefig would follow it), and a
+    failed draw or write leaves no half a file."""
+    import io
+
+    from hpcai import files
+
+    suffix = path.suffix.lower()
+    if suffix not in (".png", ".svg", ".pdf"):
         raise UsageError(f"plot output must end in .png, .svg or .pdf, got {path.name!r}")
+    files.refuse_link(path, "-o")  # before drawing: the answer does not depend on the figure
+    buf = io.BytesIO()
+    fig.savefig(buf, format=suffix[1:], dpi=120)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    files.write_atomic(path, buf.getvalue(), None, "-o")  # mode: as open() would (a figure is shared)

@@ -5,16 +5,22 @@ which picks the parser for plan.json's payload, parses rank 0's output (or, for 
 N independent copies, every rank's output, summing throughputs), adds energy figures when
 energy/ holds power samples, and writes metrics.json. A parse failure is recorded in metrics.json
 as `error` (never as zeros) and never changes the launcher's status.
+
+Records may sit in folders other users write to, so every file of one is read through
+hpcai.files (regular files only, size and JSON depth bounds): a FIFO, a link to /dev/zero or a
+document nested 100,000 deep makes that one record a CorruptRecord, skipped with one warning line
+when many are read, never a hang, MemoryError or RecursionError that hides the rest.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcai import files
 from hpcai.run import record
 from hpcai.errors import HpcaiError, UsageError
 from hpcai.results.metrics import HIGHER, Metric, ParseResult
@@ -40,6 +46,13 @@ class RunRecord:
         return str(self.status.get("state", "unknown"))
 
     @property
+    def shown_state(self) -> str:
+        """The state as a person reads it: a record still "running" says when its launcher is
+        gone (killed outright) or runs on another host (record.launcher_note)."""
+        note = record.launcher_note(self.status)
+        return f"{self.state} ({note})" if note else self.state
+
+    @property
     def nodes(self) -> int:
         return int(self.plan.get("nodes") or 1)
 
@@ -63,14 +76,17 @@ class RunRecord:
 
 
 def rank_logs(run_dir: Path) -> dict[int, list[Path]]:
-    """rank -> [rank-N.out, rank-N.err] that exist (other *.out/*.err files count as rank 0)."""
+    """rank -> [rank-N.out, rank-N.err] that exist (other *.out/*.err files count as rank 0).
+    Only regular files: a FIFO would hang the parser, a link to /dev/zero never end it."""
     logs: dict[int, list[Path]] = {}
     log_dir = run_dir / record.LOGS
     for p in sorted(log_dir.glob("*")) if log_dir.is_dir() else []:
+        if not p.is_file():
+            continue
         m = _RANK_LOG.search(p.name)
         if m:
             logs.setdefault(int(m.group(1)), []).append(p)
-        elif p.suffix in (".out", ".err", ".log") and p.is_file():
+        elif p.suffix in (".out", ".err", ".log"):
             logs.setdefault(0, []).append(p)
     return logs
 
@@ -126,10 +142,10 @@ def _reported(payload: str, paths: list[Path]) -> dict[str, float]:
         if tag != "HPCAI_RESULT":
             continue
         try:
-            data = json.loads(doc)
+            data = files.parse_json(doc, "HPCAI_RESULT")  # a line nested 100,000 deep: skipped
             if data.get("payload") == payload:
                 found = {str(k): float(v) for k, v in data.get("metrics", {}).items()}
-        except (ValueError, TypeError, AttributeError):
+        except (files.BadFile, ValueError, TypeError, AttributeError):
             continue
     return found
 
@@ -144,14 +160,17 @@ def _regex_values(manifest: Any, paths: list[Path], result: ParseResult) -> dict
     return manifest.extract_metrics("\n".join(p.read_text(errors="replace") for p in paths))
 
 
-def _as_documented(payload: str, result: ParseResult, paths: list[Path], per_gpu: bool) -> None:
+def as_documented(payload: str, result: ParseResult, paths: list[Path], per_gpu: bool,
+                  streamed: bool = False) -> None:
     """Make the record say what the payload documents and its in-image runner reports: the
     manifest's metric names (hf-clm's `samples_per_second` is the HF parser's
     `train_samples_per_second`), its values (the runner's HPCAI_RESULT line, else the manifest's
     regexes over rank 0's log up to REGEX_FALLBACK_MAX), and its headline. Figures only the host parser knows are kept.
-    Per-GPU copies are combined from every rank, so there only the names and headline apply."""
+    Per-GPU copies are combined from every rank, so there only the names and headline apply.
+    `results parse --payload` applies it too, so that it names what the record names; it promises
+    logs of any size read line by line (`streamed`), so it reads one whole for the regexes only
+    when the parser has no headline candidate of the manifest (sanity's world_size)."""
     import math
-    from dataclasses import replace
 
     from hpcai import payloads
 
@@ -159,11 +178,12 @@ def _as_documented(payload: str, result: ParseResult, paths: list[Path], per_gpu
         return
     manifest = payloads.load_payload(payload)
     documented = {m.name: m for m in manifest.metrics}
-    rename = {m.key.rsplit(".", 1)[-1]: m.name for m in manifest.metrics
-              if m.key and m.key.rsplit(".", 1)[-1] != m.name and result.get(m.name) is None}
-    result.metrics = [replace(m, name=rename.get(m.name, m.name)) for m in result.metrics]
+    manifest.document(result)  # the names first: the reported figures below are matched by name
     if not per_gpu:
-        reported = _reported(payload, paths) or _regex_values(manifest, paths, result)
+        reported = _reported(payload, paths)
+        lacking = all(result.get(m.name) is None for m in manifest.metrics if m.headline)
+        if not reported and (lacking or not streamed):
+            reported = _regex_values(manifest, paths, result)
         for name, value in reported.items():
             spec, have = documented.get(name), result.get(name)
             if spec is None or (have is not None and math.isclose(have.value, value, rel_tol=1e-6)):
@@ -173,9 +193,7 @@ def _as_documented(payload: str, result: ParseResult, paths: list[Path], per_gpu
                                        f"{value:g}; the payload's figure is recorded")
             result.metrics = [m for m in result.metrics if m.name != name]
             result.metrics.append(Metric(name, value, spec.unit, spec.better))
-    headline = next((m.name for m in manifest.metrics if m.headline and result.get(m.name) is not None), None)
-    if headline:
-        result.metrics = [replace(m, headline=m.name == headline) for m in result.metrics]
+    manifest.document(result)  # the headline: a reported figure may be the one the parser lacked
 
 
 def _derived(run_dir: Path, plan: dict[str, Any], result: ParseResult) -> None:
@@ -192,7 +210,7 @@ def _evaluate(run_dir: Path, plan: dict[str, Any]) -> dict[str, Any]:
         result = parse_run(run_dir, plan)
         _derived(run_dir, plan, result)  # reads the parsers' own names
         logs = rank_logs(run_dir)
-        _as_documented(str(plan.get("payload", "")), result, logs[min(logs)] if logs else [],
+        as_documented(str(plan.get("payload", "")), result, logs[min(logs)] if logs else [],
                        bool(plan.get("per_gpu")))
     except HpcaiError as exc:
         return {"parser": None, "metrics": [], "error": str(exc)}
@@ -229,13 +247,11 @@ _TEXTS = ("payload", "site", "partition", "image", "job_id")
 
 def _read(path: Path, kind: type) -> Any:
     try:
-        data = json.loads(path.read_text())
+        data = files.read_json(path, name=path.name)
     except OSError as exc:
         raise CorruptRecord(f"{path.name}: cannot be read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise CorruptRecord(f"{path.name}: not text (bytes that are not UTF-8)") from None
-    except ValueError as exc:
-        raise CorruptRecord(f"{path.name}: not valid JSON ({exc})") from None
+    except files.BadFile as exc:  # not a regular file, too large, not UTF-8 or JSON, too deep
+        raise CorruptRecord(str(exc)) from None
     if not isinstance(data, kind):
         raise CorruptRecord(f"{path.name}: a JSON {kind.__name__ if kind is not dict else 'object'} "
                             f"was expected, not {type(data).__name__}")
@@ -264,17 +280,21 @@ def load(run_dir: Path) -> RunRecord:
     if not record.is_run_dir(run_dir):
         raise UsageError(f"not a run record (no {record.PLAN}): {run_dir}")
     plan = _read(run_dir / record.PLAN, dict)
+    # lexists, not is_file: a FIFO or a link to a device there is damage to report, not a missing file
     status_path = run_dir / record.STATUS
-    status = _read(status_path, dict) if status_path.is_file() else {}
+    status = _read(status_path, dict) if os.path.lexists(status_path) else {}
     _check_plan(plan, status)
     metrics_path = run_dir / record.METRICS
-    data = _read(metrics_path, dict) if metrics_path.is_file() else _evaluate(run_dir, plan)
+    data = _read(metrics_path, dict) if os.path.lexists(metrics_path) else _evaluate(run_dir, plan)
     if data.get("error") or not data.get("metrics"):
         return RunRecord(run_dir, plan, status, None, str(data.get("error") or "no metrics"))
     try:
         result = ParseResult.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptRecord(f"metrics.json: a metric is malformed ({type(exc).__name__}: {exc})") from None
+    from hpcai.payloads import document
+
+    document(str(plan.get("payload", "")), result)  # a record of older hpcai: today's names and headline
     return RunRecord(run_dir, plan, status, result)
 
 

@@ -32,13 +32,20 @@ class Stats:
 
 
 def describe(values: list[float]) -> Stats:
+    """VALUES must be finite (callers keep only measured metrics: NaN would make sorting, and so
+    min, max and the dropped extremes, meaningless)."""
     if not values:
         raise ValueError("no values")
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError("values must be finite numbers")
     ordered = sorted(values)
     kept = ordered[1:-1] if len(ordered) >= DROP_EXTREMES_AT else ordered
-    mean = sum(kept) / len(kept)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in kept) / (len(kept) - 1)) if len(kept) > 1 else 0.0
-    return Stats(len(values), len(kept), mean, sd, ordered[0], ordered[-1])
+    # Computed in units of the largest magnitude: values near the float limit (1e308) would
+    # overflow a plain sum to inf; scaled, the mean of finite values stays finite.
+    scale = max(abs(v) for v in kept) or 1.0
+    mean_s = sum(v / scale for v in kept) / len(kept)
+    var_s = sum((v / scale - mean_s) ** 2 for v in kept) / (len(kept) - 1) if len(kept) > 1 else 0.0
+    return Stats(len(values), len(kept), mean_s * scale, math.sqrt(var_s) * scale, ordered[0], ordered[-1])
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -55,7 +62,9 @@ def quantile(values: list[float], q: float) -> float:
 
 def weighted_geomean(values: list[float], weights: list[float]) -> float:
     """exp(Σ wᵢ·ln xᵢ / Σ wᵢ); values must be positive."""
-    total = sum(weights)
-    if not values or total <= 0:
+    if not values or not weights or max(weights) <= 0:
         return 0.0
-    return math.exp(sum(w * math.log(v) for v, w in zip(values, weights)) / total)
+    # Weights are relative: scaled by the largest, so weights near the float limit cannot sum to inf.
+    top = max(weights)
+    weights = [w / top for w in weights]
+    return math.exp(sum(w * math.log(v) for v, w in zip(values, weights)) / sum(weights))

@@ -9,6 +9,7 @@ variables (`seq_len`, as CARAML sets it), global batch from the log or `global_b
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from hpcai.results.metrics import HIGHER, Metric, ParseResult
@@ -32,10 +33,12 @@ def causal_lm_tflops(samples_per_s: float, n_params: float, seq_len: int, gpus: 
 
 
 def _num(value: Any) -> float | None:
+    """VALUE as a finite number, else None (unknown): a plan's "inf" or "nan" must not reach int()."""
     try:
-        return float(value)
+        number = float(value)
     except (TypeError, ValueError):
         return None
+    return number if math.isfinite(number) else None
 
 
 def add_to_result(result: ParseResult, plan: dict[str, Any]) -> None:

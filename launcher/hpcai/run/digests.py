@@ -5,17 +5,20 @@ file's real path and valued with its stat identity: size, mtime_ns, inode and ct
 or replaced image changes one of them and is hashed again; size and mtime alone are not enough
 (a rewrite can keep both: `touch -r`, `cp -p`, a same-size edit within the clock's tick), but no
 user can set ctime, which every write changes (git's index trusts the same fields). A cache that
-cannot be read or written only costs the hash.
+cannot be read or written only costs the hash; it is read and written through hpcai.files (a FIFO
+or a link planted at its name is never followed, a damaged one never hangs or recurses).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
+from hpcai import files
+
 MAX_ENTRIES = 256  # images come and go; keep the file small
+MAX_BYTES = 1 << 20  # 256 entries take about 64 KiB
 
 
 def cache_file() -> Path:
@@ -25,9 +28,9 @@ def cache_file() -> Path:
 
 def _load(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text())
+        data = files.read_json(path, MAX_BYTES)
         return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, files.BadFile):
         return {}
 
 
@@ -58,9 +61,8 @@ def image_sha256(path: str | os.PathLike) -> str:
         del entries[old]
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(entries, indent=1))
-        os.replace(tmp, cache)  # atomic: concurrent launches never see half a file
+        # atomic: concurrent launches never see half a file; a link at the name is replaced
+        files.write_atomic(cache, files.dumps(entries, indent=1), over_link=True)
     except OSError:
         pass
     return digest

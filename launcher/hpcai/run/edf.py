@@ -254,24 +254,9 @@ def without_swap(site: Any, binds: list[tuple[str, str]], env: dict[str, str],
 
 
 def write(path: Any, text: str) -> None:
-    """Write a new EDF, private (0600: its mounts and variables are the user's business): into a
-    fresh temp file beside PATH (mkstemp: O_EXCL, 0600), then renamed over PATH, so a failed write
-    leaves nothing half-written. A symbolic link at PATH is refused, never followed (issue 25: a
-    link planted there would send the file to its target); the rename replaces a link planted after
-    the check instead of writing through it."""
-    import os
-    import tempfile
-    from pathlib import Path
+    """Write a new EDF, private (0600: its mounts and variables are the user's business), with
+    hpcai.files.write_atomic: a symbolic link at PATH is refused, never followed (issue 25: a link
+    planted there would send the file to its target), and a failed write leaves nothing half-written."""
+    from hpcai import files
 
-    path = Path(path)
-    if path.is_symlink():
-        raise UsageError(f"-o {path}: is a symbolic link, which hpcai does not write through; "
-                         "remove it or give a new file name")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    files.write_atomic(path, text, files.PRIVATE_FILE, what="-o")

@@ -19,7 +19,7 @@ from hpcai.run.backends import get_backend
 from hpcai.errors import HpcaiError
 from hpcai.output import say, warn
 from hpcai.run.plan import LaunchOptions, LaunchPlan, plan_launch
-from hpcai.run.processes import Outcome, Signals
+from hpcai.run.processes import CANCELLED_BY, Outcome, Signals
 from hpcai.run.runtimes import get_runtime
 
 __all__ = ["LaunchOptions", "LaunchPlan", "LaunchFailed", "plan_launch", "run_launch", "run_repeated", "execute"]
@@ -180,7 +180,10 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
     except OSError:
         record.abandon(run_dir)  # the folder planning claimed
         raise
-    status = record.RunStatus(state="running", started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    # the launcher's identity: a record still "running" after it was killed (SIGKILL, a node
+    # that rebooted) is told from a live run (record.launcher_note)
+    status = record.RunStatus(state="running", started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                              **record.this_launcher())
     plan_data = plan.to_json()  # once: it sizes the space set aside and becomes plan.json
     _start_record(run_dir, plan, plan_data, status)
     logs = run_dir / record.LOGS
@@ -221,7 +224,9 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
             steps=[{"name": plan.backend, "exit_code": exit_code, "wall_s": wall,
                     "rank_exit_codes": {str(r): c for r, c in sorted(codes.items())}}],
             started=status.started, ended=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            message=_message(state, failed, run_dir, rc, outcome.lines))
+            message=_message(state, failed, run_dir, rc, outcome.lines, sig.received),
+            launcher_pid=status.launcher_pid, launcher_host=status.launcher_host,
+            launcher_start=status.launcher_start)
         deadline = time.monotonic() + 60
         while hasher.is_alive() and time.monotonic() < deadline and sig.received is None:
             hasher.join(timeout=0.2)  # Ctrl-C does not wait for a GB-sized hash
@@ -242,11 +247,13 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
     return run_dir
 
 
-def _message(state: str, failed: dict[int, int], run_dir: Path, rc: int, lines: list[str]) -> str:
+def _message(state: str, failed: dict[int, int], run_dir: Path, rc: int, lines: list[str],
+             signum: int | None = None) -> str:
     if state == "completed":
         return "completed"
     if state == "cancelled":
-        return f"cancelled; logs in {run_dir / record.LOGS}"
+        by = f" by {CANCELLED_BY[signum]}" if signum in CANCELLED_BY else ""
+        return f"cancelled{by}; logs in {run_dir / record.LOGS}"
     if not failed:
         why = next((ln.strip() for ln in reversed(lines) if "error" in ln), "")
         return (f"the step failed (exit code {rc}) before any rank reported"

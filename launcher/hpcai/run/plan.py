@@ -132,11 +132,15 @@ class LaunchPlan:
 
 
 def parse_env(items: tuple[str, ...], host_env: dict[str, str]) -> dict[str, str]:
+    from hpcai.redact import REDACTED
+
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not ENV_NAME.fullmatch(name):
-            raise UsageError(f"--env {item!r}: expected KEY=VALUE or KEY with KEY a variable name")
+            # the key only: the value of a mistyped item is often the secret (`--env 'HF TOKEN=hf_…'`)
+            shown = f"{name}={REDACTED}" if sep else name
+            raise UsageError(f"--env {shown!r}: expected KEY=VALUE or KEY with KEY a variable name")
         if not sep:
             if name not in host_env:
                 raise UsageError(f"--env {name}: not set in this environment; use --env {name}=VALUE")
@@ -151,6 +155,14 @@ def _check_master_port(env: dict[str, str], source: str) -> None:
     value = env.get("MASTER_PORT")
     if value is not None and not (re.fullmatch(r"[0-9]{1,5}", value) and 1 <= int(value) <= 65535):
         raise UsageError(f"{source} MASTER_PORT={value!r}: expected a port between 1 and 65535")
+
+
+def _check_copy_ports(base: int, copies: int, source: str, fix: str = "--env MASTER_PORT=N") -> None:
+    """--per-gpu copies on a node listen on base, base+1, … base+copies-1: the last one must still
+    be a TCP port, or the highest copies would fail to bind long after the launch."""
+    if base + copies - 1 > 65535:
+        raise UsageError(f"{source} is {base}: {copies} per-GPU copies per node would use ports up to "
+                         f"{base + copies - 1}, past 65535; use a base port of at most {65536 - copies} ({fix})")
 
 
 def parse_binds(items: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -496,6 +508,9 @@ def _plan_local(plan: LaunchPlan, spec: Any, runtime: Any, site: SiteProfile, ho
     port = int(plan.container_env.get("MASTER_PORT") or host.free_port())
     plan.master_addr, plan.master_port = "127.0.0.1", port
     g, named = plan.geometry, runtime.engine
+    if g.per_gpu:
+        _check_copy_ports(port, g.ntasks, "MASTER_PORT" if "MASTER_PORT" in plan.container_env
+                          else "the free port for MASTER_PORT")
     for rank in range(g.ntasks):
         renv = rank_env(rank, g.ntasks, port, g.per_gpu, spec.gpu)
         renv = {k: v for k, v in renv.items() if k not in plan.container_env}  # --env wins
@@ -526,6 +541,13 @@ def _plan_step(plan: LaunchPlan, spec: Any, runtime: Runtime, backend: Backend, 
         plan.warnings += [warn] if warn else []
     if plan.job_id or site.master_port:
         plan.master_port = hostnames.master_port(plan.job_id, site.master_port)
+    if g.per_gpu:  # the shim gives each copy base + its local rank (entrypoints/hpcai-shim)
+        if plan.container_env.get("MASTER_PORT"):
+            _check_copy_ports(int(plan.container_env["MASTER_PORT"]), g.ntasks_per_node, "MASTER_PORT")
+        if plan.master_port:
+            _check_copy_ports(plan.master_port, g.ntasks_per_node, f"site {site.name}: master_port"
+                              if site.master_port else f"job {plan.job_id}'s MASTER_PORT (61000 + id % 4536)",
+                              f"master_port = N in site {site.name}")
     if not _needs_shim(runtime, site, backend, opts, spec):
         # ch-run (and apptainer without --cleanenv) inherit SLURM_*; the image's entrypoint turns
         # them into rank variables, so no per-rank shim is needed.

@@ -27,25 +27,46 @@ class Outcome:
     returncode: int = 0                                        # the launcher's (srun's) exit code
 
 
+# The signals that cancel a run, and how its record says why. SIGHUP is a closed terminal or a
+# dropped ssh session: its default would end hpcai alone, leaving the ranks (each in a session of
+# its own) running and the record saying "running" for ever.
+CANCELLED_BY = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM",
+                signal.SIGHUP: "a hang-up (SIGHUP)"}
+
+
 class Signals:
-    """Turn SIGINT/SIGTERM into a flag the run loop acts on (restored afterwards)."""
+    """Turn SIGINT/SIGTERM/SIGHUP into a flag the run loop acts on (restored afterwards)."""
 
     def __init__(self) -> None:
-        self.received: int | None = None
+        self.received: int | None = None  # the first signal: it says why the run was cancelled
         self.on_signal = None  # called once, in the main thread, when the first signal arrives
         self._old: dict[int, object] = {}
+        self._ttys: list[int] = []
 
     def __enter__(self) -> Signals:
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            # Asked now: once the terminal has hung up, isatty() on it fails like any other call.
+            self._ttys = [fd for fd in (1, 2) if os.isatty(fd)]
+            for sig in CANCELLED_BY:
                 self._old[sig] = signal.signal(sig, self._set)
         return self
 
     def _set(self, signum, _frame) -> None:
-        first = self.received is None
+        if signum == signal.SIGHUP:
+            self._drop_terminal()
+        if self.received is not None:
+            return
         self.received = signum
-        if first and self.on_signal:
+        if self.on_signal:
             self.on_signal()
+
+    def _drop_terminal(self) -> None:
+        """A hung-up terminal fails every write (EIO): what was meant for it goes nowhere, so that
+        stopping the ranks and writing the record never stop on it (a file or pipe is kept)."""
+        null = os.open(os.devnull, os.O_WRONLY)
+        for fd in self._ttys:
+            os.dup2(null, fd)
+        os.close(null)
 
     def __exit__(self, *exc) -> None:
         for sig, old in self._old.items():

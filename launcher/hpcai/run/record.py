@@ -14,16 +14,22 @@ never share a record; each JSON file is written aside and renamed into place, so
 sees half a file. A full disk cannot leave a record saying "running" for ever: when the run
 starts, its record sets space aside (`.reserve`, sized to hold the final plan and status), freed
 just before the final files are written.
+
+A record folder may be one the user, or another user, could write into (--output-dir), so its
+files are written and read through hpcai.files: a link planted at one of its names is refused when
+the run starts and replaced, never followed, if planted later; a file that is not a regular file,
+too large or too deeply nested is a BadFile, never a hang or a RecursionError.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from hpcai import files
 
 PLAN = "plan.json"
 STATUS = "status.json"
@@ -31,6 +37,7 @@ METRICS = "metrics.json"
 LOGS = "logs"
 ENERGY = "energy"
 RESERVE = ".reserve"
+OWN_NAMES = (PLAN, STATUS, METRICS, RESERVE, ENERGY)  # what a run writes besides logs/
 
 
 @dataclass
@@ -43,6 +50,11 @@ class RunStatus:
     started: str | None = None
     ended: str | None = None
     message: str = ""
+    # Which process runs (ran) the launch, so that a record left "running" by a launcher that
+    # was killed outright can be recognised (launcher_note); None in records written before.
+    launcher_pid: int | None = None
+    launcher_host: str | None = None
+    launcher_start: str | None = None  # the process's start as the kernel counts it (process_start)
 
 
 # Records are the user's own: plans name images, nodes, accounts and commands.
@@ -78,7 +90,9 @@ def claim_logs(run_dir: Path) -> None:
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     run_dir.mkdir(mode=PRIVATE_DIR, exist_ok=True)
     try:
-        if is_run_dir(run_dir):
+        # Any name the run will write already taken (a link planted to send .reserve's zeros to
+        # its target, an energy/ link to another folder): not a fresh record, nothing is made.
+        if any(os.path.lexists(run_dir / name) for name in OWN_NAMES):
             raise FileExistsError
         (run_dir / LOGS).mkdir(mode=PRIVATE_DIR)
     except FileExistsError:
@@ -87,27 +101,19 @@ def claim_logs(run_dir: Path) -> None:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Atomic JSON write: a private temporary file (0600) in the same folder, then rename. On any
-    failure (a full disk) the temporary file is removed and the old file, if any, stays whole."""
+    """Atomic JSON write (hpcai.files.write_atomic): private (0600), aside then renamed, so a
+    failure (a full disk) leaves the old file whole. The names are the record's own: a link
+    planted at one after the run claimed it is replaced, never written through, and never stops
+    a run whose ranks are running. NaN is written as null (valid JSON)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    files.write_atomic(path, files.dumps(data, indent=2, sort_keys=True, default=str) + "\n",
+                       PRIVATE_FILE, over_link=True)
 
 
 def reserve_space(run_dir: Path, size: int) -> None:
-    """Set SIZE bytes aside in the record (written, not sparse, so the blocks are really taken)."""
-    block = bytes(min(size, 1 << 16))
-    fd = os.open(run_dir / RESERVE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
-    with os.fdopen(fd, "wb") as fh:
-        for _ in range(0, size, len(block)):
-            fh.write(block)
+    """Set SIZE bytes aside in the record (written, not sparse, so the blocks are really taken),
+    as write_json writes: a link at .reserve is replaced, its target never filled with zeros."""
+    files.write_atomic(run_dir / RESERVE, bytes(size), PRIVATE_FILE, over_link=True)
 
 
 def release_space(run_dir: Path) -> None:
@@ -126,7 +132,9 @@ def abandon(run_dir: Path) -> None:
 
 
 def read_json(path: Path) -> Any:
-    return json.loads(path.read_text())
+    """A record's JSON file (hpcai.files.read_json): BadFile when it is not a regular file, is too
+    large or too deep, or is not JSON; OSError when it cannot be opened."""
+    return files.read_json(path)
 
 
 def write_status(run_dir: Path, status: RunStatus) -> None:
@@ -135,8 +143,52 @@ def write_status(run_dir: Path, status: RunStatus) -> None:
 
 def read_status(run_dir: Path) -> RunStatus | None:
     p = run_dir / STATUS
-    return RunStatus(**read_json(p)) if p.exists() else None
+    return RunStatus(**read_json(p)) if os.path.lexists(p) else None
 
 
 def is_run_dir(path: Path) -> bool:
-    return (path / PLAN).is_file()
+    """PATH holds a record: anything named plan.json, so a FIFO or a link there is read (and
+    reported) as a damaged record rather than passed over, and never written over."""
+    return os.path.lexists(path / PLAN)
+
+
+def process_start(pid: int | str) -> str | None:
+    """When process PID started, as `<boot id>/<clock ticks since boot>` (/proc/PID/stat field
+    22): a later process given the same pid, even after a reboot, has another. None when there is
+    no such live process (a zombie has ended) or no /proc to ask."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except (OSError, ValueError):
+        return None
+    after_name = stat.rpartition(")")[2].split()  # the name, in parentheses, may hold spaces and ")"
+    if len(after_name) < 20 or after_name[0] == "Z":  # fields 3 (state) to 22 (start time)
+        return None
+    return f"{boot}/{after_name[19]}"
+
+
+def this_launcher() -> dict[str, Any]:
+    """The RunStatus launcher fields of this process."""
+    import socket
+
+    return {"launcher_pid": os.getpid(), "launcher_host": socket.gethostname(),
+            "launcher_start": process_start(os.getpid())}
+
+
+def launcher_note(status: dict[str, Any]) -> str:
+    """What to add to the state of a record that says "running": "launcher gone" when it was
+    launched on this host by a process that no longer runs (killed outright: SIGKILL, out of
+    memory), "launcher on HOST" when it was launched elsewhere (that host's processes cannot be
+    seen from here), "" while its launcher runs or when the record cannot tell (written before
+    these fields, damaged, no /proc here)."""
+    pid, host, start = (status.get(k) for k in ("launcher_pid", "launcher_host", "launcher_start"))
+    if (status.get("state") != "running" or isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0
+            or not isinstance(host, str) or not isinstance(start, str)):
+        return ""
+    import socket
+
+    if host != socket.gethostname():
+        return f"launcher on {host}"
+    if process_start("self") is None:  # no /proc: nothing can be said
+        return ""
+    return "" if process_start(pid) == start else "launcher gone"

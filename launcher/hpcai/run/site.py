@@ -19,8 +19,9 @@ import subprocess
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
+from hpcai import files
 from hpcai.run.backends import BACKENDS  # the registries: no implementation is imported
 from hpcai.errors import UsageError, has_control, unknown
 from hpcai.resources import package_file
@@ -189,6 +190,21 @@ def owned_option(token: str, owned: dict[str, str]) -> str | None:
     return None
 
 
+def option_name(word: str) -> str:
+    """The Slurm long name an option word sets, as getopt_long reads it: `--distribution=*:block`,
+    `--distrib=…` (an abbreviation only one option begins) and `-m *:block` are all
+    "distribution". A word it cannot name for sure (grouped short letters, an ambiguous or
+    unknown abbreviation) is its own name, so only its exact repetition counts as the same."""
+    if word.startswith("--"):
+        name = word[2:].partition("=")[0]
+        known = SLURM_OTHER | SRUN_OWN.keys() | SBATCH_OWN.keys()
+        begins = [n for n in known if n.startswith(name)] if name not in known else [name]
+        return begins[0] if len(begins) == 1 else word
+    if len(word) >= 2 and word[0] == "-" and (word[1] in _SHORT or (len(word) == 2 and word[1] in _SHORT_FLAGS)):
+        return _SHORT.get(word[1]) or _SHORT_FLAGS[word[1]]
+    return word
+
+
 _SCHEMA = {f.name: f for f in fields(SiteProfile) if f.name not in ("name", "source")}
 # The shape of the values the launch writes into argv, binds and generated scripts, checked when
 # the site is read so a shared site file cannot smuggle a second command or a relative bind in.
@@ -280,16 +296,8 @@ def _mpi_swap(path: str, raw: Any) -> MpiSwap:
 
 def parse_site(name: str, text: str, source: str = "") -> SiteProfile:
     """Validate one site TOML against the schema (unknown keys list the valid ones)."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-
     label = source or name
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{label}: malformed TOML: {exc}") from None
+    raw = files.parse_toml(text, label)  # malformed or nested too deep: one line naming the file
     bad = sorted(set(raw) - set(_SCHEMA))
     if bad:
         raise UsageError(f"{label}: unknown key(s) {', '.join(bad)}; valid: {', '.join(sorted(_SCHEMA))}")
@@ -324,36 +332,48 @@ def available_sites() -> list[str]:
     return sorted(site_files())
 
 
+# A site file is a page of TOML; anything far larger is not one (a link to a log, /dev/zero).
+SITE_MAX_BYTES = 1 << 20
+
+
 def load_site(name: str) -> SiteProfile:
+    """Read and validate one site file: only a regular file up to SITE_MAX_BYTES (a FIFO in a
+    shared HPCAI_SITE_PATH would hang every launch that detects its site), as UTF-8 TOML nested no
+    deeper than hpcai.files allows; anything else is one UsageError line naming the file."""
     path = site_files().get(name)
     if path is None:
         raise unknown("site", name, available_sites())
     try:
-        text = path.read_bytes().decode()
+        text = files.read_text(path, SITE_MAX_BYTES)
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not a text file (bytes that are not UTF-8)") from None
     return parse_site(name, text, str(path))
 
 
-def detect_site(host: Host | None = None) -> str:
-    """First site (alphabetical) whose hostnames regex matches; else generic-slurm or local.
-    A broken site file is skipped with a warning: one user's bad file in a shared search path
-    must not stop every launch (asking for it by name still gives its error)."""
-    host = host or Host()
-    names = {host.hostname(), host.fqdn()}
+def iter_sites(context: str) -> Iterator[SiteProfile]:
+    """Every readable site (alphabetical), read as they are taken. A broken site file is skipped
+    with one warning line naming it and CONTEXT: one user's bad file (or FIFO) in a shared search
+    path must not stop every launch or listing (asking for it by name still gives its error)."""
     for name in available_sites():
         try:
-            patterns = load_site(name).hostnames
+            site = load_site(name)
         except UsageError as exc:
             from hpcai.output import warn
 
-            warn(f"site {name} skipped in detection: {exc}")
+            warn(f"site {name} skipped in {context}: {exc}")
             continue
-        for pattern in patterns:
+        yield site
+
+
+def detect_site(host: Host | None = None, sites: Iterable[SiteProfile] | None = None) -> str:
+    """First site (alphabetical) whose hostnames regex matches; else generic-slurm or local.
+    SITES: the profiles already read (default: iter_sites, warning of each broken file)."""
+    host = host or Host()
+    names = {host.hostname(), host.fqdn()}
+    for site in iter_sites("detection") if sites is None else sites:
+        for pattern in site.hostnames:
             if any(re.search(pattern, n) for n in names if n):
-                return name
+                return site.name
     return "generic-slurm" if host.which("srun") else "local"
 
 

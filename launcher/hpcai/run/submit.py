@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hpcai import files
 from hpcai.run import record
 from hpcai.run.backends import get_backend
 from hpcai.errors import HpcaiError, UsageError, one_line
@@ -103,7 +104,8 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
     if res.returncode != 0:
         raise HpcaiError(f"sbatch failed: {res.stderr.strip() or res.stdout.strip()}")
     job_id = res.stdout.strip().split(";")[0]
-    (run_dir / "job_id").write_text(job_id + "\n")
+    # the record's own name: a link planted there is replaced, never written through
+    files.write_atomic(run_dir / "job_id", job_id + "\n", record.PRIVATE_FILE, over_link=True)
     return script, job_id
 
 
@@ -130,20 +132,15 @@ def _check_slurm(plan) -> None:
 
 
 def write_once(script: Path, text: str) -> None:
-    """Write the batch script aside, then link it into place: the link fails when the name is
-    taken, so two submits given one --output-dir never write one script, and a reader (sbatch)
+    """Write the batch script with hpcai.files.write_new (aside, then linked into place): the link
+    fails when the name is taken, by a file or a planted symbolic link, so two submits given one
+    --output-dir never write one script, nothing is written through a link, and a reader (sbatch)
     never sees half of it. Private like the rest of the record."""
-    tmp = script.with_name(f".{script.name}.{os.getpid()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, record.PRIVATE_FILE)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.link(tmp, script)
+        files.write_new(script, text, record.PRIVATE_FILE)
     except FileExistsError:
         raise UsageError(f"{script.parent} already holds a batch script ({script.name}) of another submit; "
                          "a run never shares a record: choose another --output-dir") from None
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def wait_for(job_id: str, run_dir, timeout_s: float | None) -> int:

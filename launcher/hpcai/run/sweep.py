@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import os
 import sys
 import time
@@ -20,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hpcai import files
 from hpcai.errors import UsageError
 
 SWEEP_FILE = "sweep.json"
@@ -127,8 +127,8 @@ def claim(sweep_dir: Path, payload: str, unique: bool = False) -> Path:
         folder = base if n == 1 else base.with_name(f"{base.name}.{n}")
         _MADE[folder] = [p for p in (folder, *folder.parents) if not p.exists()]
         folder.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(folder / SWEEP_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+        try:  # O_EXCL | O_NOFOLLOW: a file, or a link planted at the name, is never written through
+            fd = files.create_new(folder / SWEEP_FILE, PRIVATE_FILE)
         except FileExistsError:
             if not unique:
                 raise UsageError(f"{folder} already holds a sweep ({SWEEP_FILE}); a sweep never overwrites "
@@ -136,7 +136,7 @@ def claim(sweep_dir: Path, payload: str, unique: bool = False) -> Path:
             n += 1
             continue
         with os.fdopen(fd, "w") as fh:
-            json.dump({"payload": payload, "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "runs": []}, fh)
+            fh.write(files.dumps({"payload": payload, "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "runs": []}))
         return folder
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator
 
@@ -33,9 +34,10 @@ _BLOCKSIZE = re.compile(r"block_size\s*[=:]\s*(\d+)")
 _HPCAI = re.compile(r"hf-clm: model=(\S+) params=(\d+) seq_len=(\d+) batch_size=(\d+) ranks=(\d+)")
 _PRECISION = re.compile(r"hf-clm: model=\S+ .*?\bprecision=(\w+)")
 _GLOBAL_BATCH = re.compile(r"Total train batch size \(.*?\) = ([\d,]+)")
+_TOTAL_STEPS = re.compile(r"Total optimization steps = ([\d,]{1,25})(?![\d,])")  # a count, not 5,000 digits
 # facts for details, the first each the log prints
 _FACTS = (("n_params", _PARAMS), ("n_gpu", _NGPU), ("model", _MODEL), ("seq_len", _BLOCKSIZE),
-          ("global_batch_size", _GLOBAL_BATCH))
+          ("global_batch_size", _GLOBAL_BATCH), ("optimization_steps", _TOTAL_STEPS))
 _MAX_KEYS = 256  # names kept of one metrics block (a real one has about ten)
 
 # name -> (unit, better); metrics reported when present
@@ -160,6 +162,20 @@ def _read(log: LogLines) -> tuple[list[dict], int, dict, list[str]]:
     return runs, source.seen, found, source.warnings("runs")
 
 
+def _train_steps(run: dict, found: dict) -> int | None:
+    """The optimizer steps a run took: its own count (hf-clm prints the Trainer's global_step as
+    `train_steps`), else the Trainer's `Total optimization steps` line, else runtime × steps/s
+    (the Trainer rounds steps/s to 3 decimals: exact to the step for runs under about 15 minutes).
+    Epochs set the count, not a `steps` variable, so only the log knows it. A log's `inf` or `nan`
+    is no count."""
+    runtime, rate = run.get("train_runtime"), run.get("train_steps_per_second")
+    for steps in (run.get("train_steps"), found.get("optimization_steps"),
+                  runtime * rate if _is_number(runtime) and _is_number(rate) else None):
+        if _is_number(steps) and math.isfinite(steps) and steps >= 0.5:
+            return round(steps)
+    return None
+
+
 def parse(log: LogLines) -> ParseResult:
     runs, repetitions, found, warnings = _read(log)
     metrics = []
@@ -184,6 +200,8 @@ def parse(log: LogLines) -> ParseResult:
         metrics[0] = Metric(**{**metrics[0].to_dict(), "headline": True})
     details: dict = {"runs": runs, "repetitions": repetitions}
     details.update((key, found[key]) for key, _ in _FACTS if key in found)
+    if runs and (steps := _train_steps(runs[-1], found)) is not None:
+        details["train_steps"] = steps  # the Iterations of an export
     if "hpcai" in found:
         details.update(found["hpcai"])
         if details["synthetic"]:

@@ -54,7 +54,27 @@ def argv(g: Geometry) -> list[str]:
                                           ("time", g.time)) if v]
     if g.log_dir:
         out += [f"--output={g.log_dir}/rank-%t.out", f"--error={g.log_dir}/rank-%t.err"]
-    return out + list(g.extra)
+    return once(out + list(g.extra))
+
+
+def once(argv: list[str]) -> list[str]:
+    """ARGV (srun, then options) with each option once: where it first appears, with the value of
+    its last mention. The sources come in the documented order (hpcai's geometry and the site's
+    distribution/cpu_bind, the site's srun_options, the payload profile's srun_args, --srun-arg),
+    so the later source wins; a profile repeating the site's `--distribution=*:block` no longer
+    writes it twice. A token that is no option (`gpu` of ["--constraint", "gpu"]) is the previous
+    option's value. Options are named as Slurm reads them (site.option_name: `-m` is --distribution)."""
+    from hpcai.run.site import option_name
+
+    groups: dict[str, list[str]] = {}  # option name -> its tokens (a dict keeps the first position)
+    name = ""
+    for token in argv[1:]:
+        if token.startswith("-") or not name:
+            name = option_name(token)
+            groups[name] = [token]
+        else:
+            groups[name].append(token)
+    return argv[:1] + [token for tokens in groups.values() for token in tokens]
 
 
 class SrunBackend:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 
-from hpcai.errors import UsageError
+from hpcai.errors import UsageError, operand
 from hpcai.run.runtimes import ContainerSpec
 
 GROUP = "instance://{group}"  # the rank shim puts the node's instance name here (entrypoints/hpcai-shim)
@@ -65,6 +65,7 @@ class ApptainerRuntime:
         import shutil
         import subprocess
 
+        image = operand("--image", image)  # before the which: refused wherever apptainer is missing too
         if not shutil.which(self.binary):
             return {}
         res = subprocess.run([self.binary, "inspect", "--json", "--labels", image], capture_output=True,
@@ -112,18 +113,20 @@ class ApptainerRuntime:
     def group_start(self, spec: ContainerSpec) -> list[str]:
         """The command that starts a node's peer group; the rank shim appends the instance's name.
         Format: apptainer -q instance start [--userns] [--containall] [--cleanenv] --nv --bind S:D IMG"""
-        return [self.binary, "-q", "instance", "start", *self.options(spec), spec.image]  # -q: no INFO lines
+        return [self.binary, "-q", "instance", "start", *self.options(spec),
+                operand("--image", spec.image)]  # -q: no INFO lines
 
     def argv(self, spec: ContainerSpec) -> list[str]:
         # Format: env APPTAINERENV_K=V … apptainer exec --cleanenv --nv --bind S:D IMG ENTRY CMD…
         #         (a peer group: … apptainer exec [--userns] [--cleanenv] instance://{group} ENTRY CMD…)
+        image = operand("--image", spec.image)  # refused here even for a peer group (group_start takes it)
         prefix = ["env", *(f"{self.env_prefix}{k}={v}" for k, v in spec.env)] if spec.env else []
         run = spec.apptainer_command == "run" and bool(spec.payload) and bool(spec.entrypoint)
         argv = [self.binary, "run" if run else "exec"]
         if spec.peers > 1:  # binds, isolation and GPUs were set when the group's instance started
             argv += [*(["--userns"] if spec.userns else []), *(["--cleanenv"] if spec.cleanenv else []), GROUP]
         else:
-            argv += [*self.options(spec), spec.image]
+            argv += [*self.options(spec), image]
         if run:  # the image's %runscript is hpcai-entrypoint "$@" (a payload name runs hpcai-bench)
             return prefix + argv + list(spec.payload)
         return prefix + argv + ([spec.entrypoint] if spec.entrypoint else []) + list(spec.command)

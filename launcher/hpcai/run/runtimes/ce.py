@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpcai.errors import UsageError
+from hpcai.errors import UsageError, operand
 from hpcai.run.runtimes import ContainerSpec, StepOptions
 
 EDF_NAME = "environment.toml"
@@ -35,6 +35,7 @@ class CeRuntime:
     def labels(self, image: str) -> dict[str, str]:
         """A path must be a SquashFS file here (a SIF is Apptainer's); a registry reference is
         read by CE on the nodes, so its labels are not known here ({})."""
+        operand("--image", image)  # as every runtime: CE's srun plugin takes no option-like image either
         if image.startswith(("/", "./", "../")):
             path = Path(image)
             if not path.is_file():
@@ -49,8 +50,8 @@ class CeRuntime:
         """The EDF text for this container (hpcai.run.edf validates and writes it)."""
         from hpcai.run import edf
 
-        return edf.render(edf.build(edf.EdfSpec(image=spec.image, mounts=spec.binds, env=spec.env, gpu=spec.gpu,
-                                                hooks=spec.fabric_hooks)))
+        return edf.render(edf.build(edf.EdfSpec(image=operand("--image", spec.image), mounts=spec.binds, env=spec.env,
+                                                gpu=spec.gpu, hooks=spec.fabric_hooks)))
 
     def step(self, spec: ContainerSpec) -> StepOptions:
         """srun's option that starts the step inside the container, and the EDF file it names,

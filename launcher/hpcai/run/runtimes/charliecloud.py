@@ -20,6 +20,7 @@ ch-run serves the mount (FUSE) the others run in.
 
 from __future__ import annotations
 
+from hpcai.errors import operand
 from hpcai.run.runtimes import ContainerSpec
 
 
@@ -38,7 +39,9 @@ class CharliecloudRuntime:
         """A file's labels are read when asked: nothing to start early."""
 
     def labels(self, image: str) -> dict[str, str]:
-        """A Charliecloud image (SquashFS or folder) carries no labels."""
+        """A Charliecloud image (SquashFS or folder) carries no labels (an option-like one is
+        refused here, before anything is planned)."""
+        operand("--image", image)
         return {}
 
     def argv(self, spec: ContainerSpec) -> list[str]:
@@ -56,5 +59,5 @@ class CharliecloudRuntime:
             argv.append("--env-no-expand")
             argv += [f"--set-env={k}={v}" for k, v in spec.env]
         argv += list(spec.extra)
-        argv += [spec.image, "--"]
+        argv += [operand("--image", spec.image), "--"]
         return argv + ([spec.entrypoint] if spec.entrypoint else []) + list(spec.command)

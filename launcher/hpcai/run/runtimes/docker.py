@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hpcai.errors import operand
 from hpcai.run.runtimes import ContainerSpec
 
 # Debian's /usr/share/containers/seccomp.json (golang-github-containers-common 0.50.1+ds1-4), unchanged.
@@ -57,6 +58,7 @@ class DockerRuntime:
         """What follows the run options: binds, environment, secrets by name, the image and the
         command (the image's ENTRYPOINT replaced by the command's first word without an entrypoint).
         Format: -v S:D -e K=V -e SECRET [--entrypoint CMD0] EXTRA… IMG CMD…"""
+        image = operand("--image", spec.image)  # `docker run` reads options up to the image
         argv: list[str] = []
         for src, dst in spec.binds:
             argv += ["-v", f"{src}:{dst}"]
@@ -66,8 +68,8 @@ class DockerRuntime:
             argv += ["-e", key]  # value from the environment
         if not spec.entrypoint:
             argv += ["--entrypoint", spec.command[0]] if spec.command else []
-            return argv + list(spec.extra) + [spec.image, *spec.command[1:]]
-        return argv + list(spec.extra) + [spec.image, *spec.command]
+            return argv + list(spec.extra) + [image, *spec.command[1:]]
+        return argv + list(spec.extra) + [image, *spec.command]
 
     def prefetch(self, image: str) -> None:
         from hpcai.image.engine import prefetch
@@ -78,7 +80,7 @@ class DockerRuntime:
         """The local image's labels; exit 2 (listing the local images) when it is not there."""
         from hpcai.image.engine import image_labels
 
-        return image_labels(self.binary, image)
+        return image_labels(self.binary, operand("--image", image))
 
 
 class PodmanRuntime(DockerRuntime):

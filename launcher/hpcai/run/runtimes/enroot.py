@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 
-from hpcai.errors import UsageError, has_control, one_line
+from hpcai.errors import UsageError, has_control, one_line, operand
 from hpcai.image.sqsh import SUFFIXES
 from hpcai.run.runtimes import ContainerSpec
 
@@ -39,7 +39,9 @@ def is_file(image: str) -> bool:
 
 def image_arg(image: str) -> str:
     """The image as the runtime is given it: a file as an absolute path (pyxis would take
-    `x.sqsh` for a registry image, and a relative path means another folder on the node)."""
+    `x.sqsh` for a registry image, and a relative path means another folder on the node). One
+    starting with '-' is refused even as a file: `enroot start` reads it as an option."""
+    image = operand("--image", image)
     return os.path.abspath(image) if is_file(image) else image
 
 
@@ -47,6 +49,7 @@ def image_labels(runtime: str, image: str) -> dict[str, str]:
     """Labels of a SquashFS image (exit 2 when the file is missing); {} for a name."""
     from hpcai.image import sqsh
 
+    operand("--image", image)  # refused before any file is looked at or read
     if not is_file(image):
         return {}
     if not os.path.isfile(image):

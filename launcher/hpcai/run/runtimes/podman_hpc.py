@@ -13,6 +13,7 @@ entrypoint needs reach the container without a shim. Sources: NERSC podman-hpc 1
 
 from __future__ import annotations
 
+from hpcai.errors import operand
 from hpcai.run.runtimes import ContainerSpec
 from hpcai.run.runtimes.docker import PodmanRuntime
 from hpcai.run.site import DEFAULT_PASS_ENV
@@ -33,7 +34,7 @@ class PodmanHpcRuntime(PodmanRuntime):
     def prepare(self, image: str) -> list[list[str]]:
         """Once, before the step: squash the image where compute nodes read it."""
         # Format: podman-hpc migrate IMG
-        return [[self.binary, "migrate", image]]
+        return [[self.binary, "migrate", operand("--image", image)]]
 
     def argv(self, spec: ContainerSpec) -> list[str]:
         # Format: podman-hpc run --rm [--mpi] [--gpu] -e 'SLURM_*'… -v S:D -e K=V IMG ENTRY? CMD…

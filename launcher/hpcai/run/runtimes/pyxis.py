@@ -22,7 +22,7 @@ bring the driver in (NVIDIA_VISIBLE_DEVICES, set by NGC images).
 
 from __future__ import annotations
 
-from hpcai.errors import UsageError
+from hpcai.errors import UsageError, operand
 from hpcai.run.runtimes import ContainerSpec, StepOptions
 from hpcai.run.runtimes.enroot import LAUNCHER_ENV, check_path, image_arg, image_labels
 
@@ -53,7 +53,8 @@ class PyxisRuntime:
         """A file's labels are read when asked: nothing to start early."""
 
     def labels(self, image: str) -> dict[str, str]:
-        if "," in image or image.startswith("-"):
+        operand("--image", image)
+        if "," in image:
             raise UsageError(f"image {image!r}: pyxis takes a SquashFS file or an enroot URI "
                              "(docker://REGISTRY#IMAGE, dockerd://IMAGE) without ','")
         return image_labels(self.name, image)

@@ -12,6 +12,7 @@ doc/user/user_guide.rst and config docs (1.7), shared/reference/sites.md §6.
 
 from __future__ import annotations
 
+from hpcai.errors import operand
 from hpcai.run.runtimes import ContainerSpec
 
 
@@ -29,16 +30,19 @@ class SarusRuntime:
         """Sarus pulls on the node (prepare): nothing to start here."""
 
     def labels(self, image: str) -> dict[str, str]:
-        """Sarus shows no image labels: the launch goes on without them."""
+        """Sarus shows no image labels: the launch goes on without them (an option-like image is
+        refused here, before anything is planned)."""
+        operand("--image", image)
         return {}
 
     def prepare(self, image: str) -> list[list[str]]:
         """Once, before the step: the image into Sarus's repository."""
         # Format: sarus pull IMG
-        return [[self.binary, "pull", image]]
+        return [[self.binary, "pull", operand("--image", image)]]
 
     def argv(self, spec: ContainerSpec) -> list[str]:
         # Format: sarus run [--mpi] --mount=type=bind,source=S,destination=D[,readonly] -e K=V IMG CMD…
+        image = operand("--image", spec.image)  # `sarus run` reads options up to the image
         argv = [self.binary, "run"]
         if spec.mpi == "mpich":
             argv.append("--mpi")
@@ -48,4 +52,4 @@ class SarusRuntime:
         argv += [f"--env={key}={value}" for key, value in spec.env]
         if not spec.entrypoint:
             argv.append("--entrypoint")  # no value: the image's entrypoint removed
-        return argv + list(spec.extra) + [spec.image, *spec.command]
+        return argv + list(spec.extra) + [image, *spec.command]
