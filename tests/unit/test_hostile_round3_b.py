@@ -64,6 +64,16 @@ def test_a_refused_submit_leaves_no_runs_folder(hpcai, tmp_path, monkeypatch):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.docker
+def test_a_refused_real_submit_gives_its_claimed_folder_back(hpcai, tmp_path, monkeypatch):
+    """A real submit (no --no-submit) claims its record folder while planning; a refusal after
+    that (a site without Slurm) must leave neither the folder nor the runs folder behind."""
+    monkeypatch.chdir(tmp_path)
+    one_line_refusal(hpcai("submit", "--site", "local", "--image", "debian:bookworm-slim", "sanity"),
+                     "submit needs a Slurm site")
+    assert not list(tmp_path.iterdir())
+
+
 # --- Sweeps: node lists, variables and grid size ---------------------------------------------
 
 SWEEP_CASES = [

@@ -125,12 +125,14 @@ def _submit_one(batch, opts, submit: bool):
 
     given, root = opts.output_dir, Path(opts.runs_root)
     made = [] if given else [p for p in (root, *root.parents) if not p.exists()]  # what the claim makes
-    plan = batch.plan_record(opts, check=submit)
+    plan = None
     try:
+        plan = batch.plan_record(opts, check=submit)  # gives its claim back when it refuses
         return batch.submit_plan(plan, opts, submit=submit)
     except BaseException:
-        if not given and not (Path(plan.run_dir) / batch.SCRIPT).exists():
-            record.abandon(Path(plan.run_dir))
+        if not given and (plan is None or not (Path(plan.run_dir) / batch.SCRIPT).exists()):
+            if plan is not None:
+                record.abandon(Path(plan.run_dir))
             for folder in made:  # the runs folder this submit made, while it is still empty
                 try:
                     folder.rmdir()

@@ -119,9 +119,14 @@ def plan_record(opts, check: bool):
     from hpcai.run.plan import plan_launch
 
     while True:
-        plan = plan_launch(opts, check=check)
-        _check_slurm(plan)  # what can be refused is refused before a folder is claimed
-        sbatch_script(plan, replace(opts, output_dir=plan.run_dir), sys.executable)
+        plan = plan_launch(opts, check=check)  # with check, the folder is claimed already
+        try:
+            _check_slurm(plan)  # what can be refused is refused before a script is written
+            sbatch_script(plan, replace(opts, output_dir=plan.run_dir), sys.executable)
+        except BaseException:
+            if check and not opts.output_dir:
+                record.abandon(Path(plan.run_dir))  # the claim is given back: nothing was written
+            raise
         if check or opts.output_dir or record.claim_name(Path(plan.run_dir)):
             return plan
 
