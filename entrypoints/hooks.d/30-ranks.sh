@@ -7,9 +7,11 @@
 # SLURM_PROCID, i.e. mpiexec inside an allocation), then PMI/PALS (PMI_*, PALS_*), then PMIx.
 # MASTER_ADDR falls back to the first host of SLURM_STEP_NODELIST/SLURM_JOB_NODELIST (or
 # $PBS_NODEFILE) and MASTER_PORT to 61000 + job id % 4536 (enroot's rule) when unset.
-# Every number is read through hpcai_uint: a malformed one (SLURM_PROCID=abc, SLURM_NTASKS=1e3,
-# OMPI_COMM_WORLD_RANK='') is one warning and is ignored, as if unset. A set-but-empty RANK,
-# MASTER_ADDR, ... is filled like an unset one, with a warning (hpcai_set).
+# The entrypoint (and hpcai-shim) refused a malformed rank or size (SLURM_PROCID='1 2',
+# SLURM_NTASKS=0, OMPI_COMM_WORLD_RANK=abc) and a bad host list before this runs
+# (hpcai_check_job); hpcai_uint still reads each number, without leading zeros. An empty one
+# (OMPI_COMM_WORLD_RANK='') counts as unset, and a malformed job id is ignored: one warning each.
+# A set-but-empty RANK, MASTER_ADDR, ... is filled like an unset one, with a warning (hpcai_set).
 
 _rk_family=''
 if hpcai_uint OMPI_COMM_WORLD_RANK; then

@@ -1,11 +1,19 @@
 """The entrypoint and its hooks under hostile input (hardening issue): malformed rank numbers,
 set-but-empty rank variables, cache and private folders that another user planted, and `sh -e`.
 
+A malformed rank or size (`SLURM_PROCID=abc`, `LOCAL_RANK=1e3`: every variable of the
+entrypoint's HPCAI__RANKS and HPCAI__SIZES) is refused before any hook runs: exit 2 and one line,
+`hpcai-entrypoint: error: VAR='…' is not a non-negative decimal integer …`, because ranks that
+guessed would share rank 0's files (tests/unit/test_hostile_round3_h.py has the whole matrix).
+An empty one counts as unset: one warning, and torch's own (RANK='') are filled in. Any other
+malformed number (a job id, GPUs per node) is still one warning and ignored.
+
 The cases run under errexit (`sh -e`, `bash -e`; two that test inheriting it or a site hook's
 arithmetic do not): errexit only adds ways to stop, so a case that passes under it passes
 without it too, and the rest of tests/hooks runs without it. Each asserts the exit code, the
 exact stderr lines (so no "Illegal number", no shell error, nothing but the expected
-`hpcai-entrypoint: warning:` lines) and that the payload (`env -0`) ran.
+`hpcai-entrypoint: warning:` lines, or the one `error:` line of a refusal) and that the payload
+(`env -0`) ran, or, for a refusal, that neither it nor any hook did.
 """
 
 from __future__ import annotations
@@ -14,15 +22,17 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from hooklib import BASE_ENV, ENTRYPOINT, REPO, as_root, hook_file
+from hooklib import BASE_ENV, ENTRYPOINT, HOOKS, REPO, as_root, hook_file
 
 pytestmark = pytest.mark.hostile
 ERREXIT = ("-e",)
 WARN = "hpcai-entrypoint: warning: "
+ERROR = "hpcai-entrypoint: error: "
 OTHER_UID = 12345  # owns the planted folders; no such user needs to exist
 
 SLURM = {"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0", "SLURM_PROCID": "5", "SLURM_LOCALID": "1",
@@ -52,7 +62,21 @@ RANK_INPUTS = [
     ("PALS_RANKID", PALS), ("PALS_LOCAL_RANKID", PALS), ("PALS_NODEID", PALS),
     ("PMIX_RANK", {"PMIX_RANK": "2"}),
 ]
-MALFORMED = ["abc", "1e3", ""]
+MALFORMED = ["abc", "1e3"]
+
+
+def _words(name: str) -> list[str]:
+    match = re.search(rf"^{name}='([^']*)'", ENTRYPOINT.read_text(), re.M)
+    assert match, name
+    return match.group(1).split()
+
+
+# The rank and size variables hpcai_check_job refuses a malformed value of: all of RANK_INPUTS but
+# the job id, which is no rank (a malformed one is still one warning and ignored).
+CHECKED = set(_words("HPCAI__RANKS") + _words("HPCAI__SIZES"))
+RANK_NUMBERS = [(var, env) for var, env in RANK_INPUTS if var in CHECKED]
+OTHER_NUMBERS = [(var, env) for var, env in RANK_INPUTS if var not in CHECKED]
+assert [var for var, _ in OTHER_NUMBERS] == ["SLURM_JOB_ID"]
 # Stranger values, tried on one variable: each one's quoted form in the warning.
 STRANGE = ["-1", "0x10", " 5", "5 ", "+5", "5.0", "9" * 19, "1;reboot", "$(id)",
            "a'b\\c\x1b[31m\n\tz", "7" * 70 + "x"]
@@ -80,6 +104,36 @@ def malformed(var: str, value: str) -> str:
     return f"{WARN}ignoring {var}={quoted(value)}: not a non-negative integer"
 
 
+def refusal(var: str, value: str) -> str:
+    return f"{ERROR}{var}={quoted(value)} is not a non-negative decimal integer (at most 18 digits)"
+
+
+def run_witnessed(run_entrypoint, env: dict[str, str], hooks: list[str] | None = None, **kwargs):
+    """run_entrypoint under errexit with HOOKS (None: every hook of the repository) and a first
+    hook, 00-witness, that leaves a file: (run, that file). No file: no hook ran."""
+    scratch = Path(tempfile.mkdtemp(prefix="hpcai-witness-"))
+    scratch.chmod(0o755)
+    hooks_dir = scratch / "hooks"
+    hooks_dir.mkdir()
+    for src in sorted(HOOKS.glob("*.sh")) if hooks is None else [hook_file(name) for name in hooks]:
+        shutil.copy(src, hooks_dir / src.name)
+    (hooks_dir / "00-witness.sh").write_text(': >"$HPCAI_TEST_WITNESS"\n')
+    witness = scratch / "a-hook-ran"
+    try:
+        run = run_entrypoint({**env, "HPCAI_HOOKS_DIR": str(hooks_dir), "HPCAI_TEST_WITNESS": str(witness)},
+                             opts=ERREXIT, **kwargs)
+        return run, witness.exists()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def assert_refused(run, hook_ran: bool, line: str) -> None:
+    """Exit 2, exactly LINE on stderr, and neither a hook nor the payload ran."""
+    assert run.rc == 2, run.stderr
+    assert run.stderr.splitlines() == [line]
+    assert (run.stdout, hook_ran) == ("", False)
+
+
 def assert_clean(run, warnings: list[str], rc: int = 0) -> None:
     """Exit code, exactly these stderr lines, and the payload (`env -0`) ran."""
     assert run.rc == rc, run.stderr
@@ -88,7 +142,8 @@ def assert_clean(run, warnings: list[str], rc: int = 0) -> None:
     assert run.env.get("PATH") == BASE_ENV["PATH"], "the payload did not run"
 
 
-# --- malformed numbers: one warning, and the value is ignored as if it were unset --------------
+# --- malformed numbers: a rank or size is refused; an empty one, or another number, is one ------
+# --- warning and is ignored as if it were unset ----------------------------------------------
 
 _unset_cache: dict[tuple[str, str], dict[str, str]] = {}
 
@@ -102,20 +157,36 @@ def exported_without(run_entrypoint, shell: str, var: str, env: dict[str, str]) 
     return _unset_cache[key]
 
 
-@pytest.mark.parametrize("value", MALFORMED, ids=["abc", "1e3", "empty"])
-@pytest.mark.parametrize(("var", "env"), RANK_INPUTS, ids=[v for v, _ in RANK_INPUTS])
-def test_a_malformed_rank_number_is_one_warning_and_ignored(run_entrypoint, shell, var, env, value):
-    run = run_entrypoint({**env, var: value}, hooks=["ranks"], opts=ERREXIT)
+@pytest.mark.parametrize("value", MALFORMED)
+@pytest.mark.parametrize(("var", "env"), RANK_NUMBERS, ids=[v for v, _ in RANK_NUMBERS])
+def test_a_malformed_rank_number_is_refused_before_any_hook(run_entrypoint, var, env, value):
+    run, hook_ran = run_witnessed(run_entrypoint, {**env, var: value}, hooks=["ranks"])
+    assert_refused(run, hook_ran, refusal(var, value))
+
+
+@pytest.mark.parametrize("value", MALFORMED)
+@pytest.mark.parametrize(("var", "env"), OTHER_NUMBERS, ids=[v for v, _ in OTHER_NUMBERS])
+def test_a_malformed_job_id_is_one_warning_and_ignored(run_entrypoint, shell, var, env, value):
+    run, hook_ran = run_witnessed(run_entrypoint, {**env, var: value}, hooks=["ranks"])
+    assert hook_ran  # the witness works: a run that goes on runs it
     assert_clean(run, [malformed(var, value)])
+    got = {k: v for k, v in run.exported().items() if k not in (var, "HPCAI_HOOKS_DIR", "HPCAI_TEST_WITNESS")}
+    assert got == exported_without(run_entrypoint, shell, var, env)
+
+
+@pytest.mark.parametrize(("var", "env"), RANK_INPUTS, ids=[v for v, _ in RANK_INPUTS])
+def test_an_empty_rank_number_is_one_warning_and_counts_as_unset(run_entrypoint, shell, var, env):
+    # SLURM_PROCID='' is no number to refuse: it is passed over as if unset (${VAR:-…})
+    run = run_entrypoint({**env, var: ""}, hooks=["ranks"], opts=ERREXIT)
+    assert_clean(run, [malformed(var, "")])
     got = {k: v for k, v in run.exported().items() if k != var}
     assert got == exported_without(run_entrypoint, shell, var, env)
 
 
 @pytest.mark.parametrize("value", STRANGE)
-def test_strange_values_are_quoted_safely_in_the_warning(run_entrypoint, value):
-    run = run_entrypoint({**SLURM, "SLURM_PROCID": value}, hooks=["ranks"], opts=ERREXIT)
-    assert_clean(run, [malformed("SLURM_PROCID", value)])
-    assert "RANK" not in run.env  # no rank is known: no family, nothing guessed
+def test_strange_values_are_quoted_safely_in_the_refusal(run_entrypoint, value):
+    run, hook_ran = run_witnessed(run_entrypoint, {**SLURM, "SLURM_PROCID": value}, hooks=["ranks"])
+    assert_refused(run, hook_ran, refusal("SLURM_PROCID", value))  # one line, whatever the value holds
     assert "\x1b" not in run.stderr
 
 
@@ -124,22 +195,20 @@ def test_every_hook_at_once_with_every_rank_number_malformed(run_entrypoint, wor
     env = {**SLURM, **OMPI, **PMI, **HYDRA, **PALS, **bad, "TMPDIR": str(workdir),
            "HPCAI_HOST_LIB": str(workdir / "absent"), "HPCAI_GPU_VENDOR": "cuda",
            "HPCAI_GPU_BIND": "local-rank", "USER": "bob", "HOME": str(workdir)}
-    run = run_entrypoint(env, hooks=None, opts=ERREXIT)
-    assert run.rc == 0 and run.env.get("PATH") == BASE_ENV["PATH"]
-    lines = run.stderr.splitlines()
-    assert all(line.startswith(WARN) for line in lines), lines
-    assert len(lines) == len(set(lines))  # one warning per variable, however often it is read
-    assert malformed("SLURM_JOB_ID", "1e3") in lines
-    assert run.env["CUDA_CACHE_PATH"] == f"{workdir}/hpcai-bob-local/cuda-cache"
-    assert not {"RANK", "WORLD_SIZE", "MASTER_PORT"} & run.env.keys()
+    run, hook_ran = run_witnessed(run_entrypoint, env, hooks=None)
+    # one line for the first of them (HPCAI__RANKS order), however many there are
+    assert_refused(run, hook_ran, refusal("SLURM_PROCID", "1e3"))
+    assert os.listdir(workdir) == []  # no cache or fabric folder was made
 
 
 @pytest.mark.parametrize(("value", "rank"), [("0", "0"), ("00005", "5"), ("08", "8"),
-                                             ("9" * 18, "9" * 18)])
+                                             ("9" * 17 + "8", "9" * 17 + "8")])
 def test_well_formed_numbers_pass_as_decimal(run_entrypoint, value, rank):
-    run = run_entrypoint({**SLURM, "SLURM_PROCID": value}, hooks=["ranks"], opts=ERREXIT)
+    # a rank is below its task count: the largest 18-digit count holds the largest 18-digit rank
+    env = {**SLURM, "SLURM_PROCID": value, "SLURM_NTASKS": "9" * 18}
+    run = run_entrypoint(env, hooks=["ranks"], opts=ERREXIT)
     assert_clean(run, [])
-    assert run.env["RANK"] == rank
+    assert (run.env["RANK"], run.env["WORLD_SIZE"]) == (rank, "9" * 18)
 
 
 @pytest.mark.parametrize(("spec", "node", "shown"), [
@@ -165,14 +234,20 @@ NO_LOCAL_RANK = f"{WARN}HPCAI_GPU_BIND=local-rank but no local rank is known; no
 
 
 @pytest.mark.parametrize(("env", "warnings", "visible"), [
-    ({"LOCAL_RANK": "1e3"}, [malformed("LOCAL_RANK", "1e3"), NO_LOCAL_RANK], None),
+    ({"LOCAL_RANK": "1e3"}, None, None),  # a malformed local rank: refused, nothing bound
+    ({"LOCAL_RANK": "", "HPCAI_GPUS_PER_NODE": "4"},  # empty: unset, as without a launcher
+     [malformed("LOCAL_RANK", ""), NO_LOCAL_RANK], None),
     ({"LOCAL_RANK": "09", "HPCAI_GPUS_PER_NODE": "08"}, [], "1"),  # decimal, never octal
     ({"LOCAL_RANK": "5", "HPCAI_GPUS_PER_NODE": "four"},
      [malformed("HPCAI_GPUS_PER_NODE", "four")], "5"),
-])
+], ids=["malformed-rank", "empty-rank", "octal-looking", "malformed-gpus"])
 def test_gpu_binding_with_malformed_numbers(run_entrypoint, env, warnings, visible):
-    run = run_entrypoint({**env, "HPCAI_GPU_BIND": "local-rank", "HPCAI_GPU_VENDOR": "cuda"},
-                         hooks=["gpu"], opts=ERREXIT)
+    env = {**env, "HPCAI_GPU_BIND": "local-rank", "HPCAI_GPU_VENDOR": "cuda"}
+    if warnings is None:
+        run, hook_ran = run_witnessed(run_entrypoint, env, hooks=["gpu"])
+        assert_refused(run, hook_ran, refusal("LOCAL_RANK", env["LOCAL_RANK"]))
+        return
+    run = run_entrypoint(env, hooks=["gpu"], opts=ERREXIT)
     assert_clean(run, warnings)
     assert run.env.get("CUDA_VISIBLE_DEVICES") == visible
 
@@ -390,9 +465,18 @@ def test_a_planted_fabric_folder_is_never_used(run_entrypoint, shared_tmp, plant
 
 
 def test_a_hostile_rank_never_becomes_part_of_the_fabric_folder(run_entrypoint, shared_tmp):
-    run = run_entrypoint(fabric_env(shared_tmp.parent, SLURM_PROCID="../../x"), hooks=["host-fabric"],
+    # refused before 10-host-fabric could name a folder after it; nothing made in TMPDIR or above
+    run, hook_ran = run_witnessed(run_entrypoint, fabric_env(shared_tmp.parent, SLURM_PROCID="../../x"),
+                                  hooks=["host-fabric"], args=["sh", "-c", 'echo "$$ $LD_LIBRARY_PATH"'])
+    assert_refused(run, hook_ran, refusal("SLURM_PROCID", "../../x"))
+    assert os.listdir(shared_tmp) == [] and sorted(os.listdir(shared_tmp.parent)) == ["host-lib", "tmp"]
+
+
+def test_an_empty_rank_makes_the_fabric_folder_per_process(run_entrypoint, shared_tmp):
+    # SLURM_PROCID='' counts as unset: the folder is keyed by the pid, as outside a job
+    run = run_entrypoint(fabric_env(shared_tmp.parent, SLURM_PROCID=""), hooks=["host-fabric"],
                          args=["sh", "-c", 'echo "$$ $LD_LIBRARY_PATH"'], opts=ERREXIT)
-    assert run.rc == 0 and run.stderr.splitlines() == [malformed("SLURM_PROCID", "../../x")]
+    assert run.rc == 0 and run.stderr.splitlines() == [malformed("SLURM_PROCID", "")]
     pid, ld_path = run.stdout.split()
     assert ld_path.split(":")[0] == str(shared_tmp / f"hpcai-alice-5-0-{pid}")
 
@@ -468,13 +552,20 @@ def test_a_site_hook_with_a_bad_number_in_arithmetic_is_never_silent(run_entrypo
 
 
 def test_shim_under_errexit_still_writes_the_exit_code(shell, workdir):
-    env = {**BASE_ENV, **SLURM, "SLURM_PROCID": "../x", "MASTER_ADDR": ""}
+    # The shim under `sh -e` on its warning paths (an empty MASTER_ADDR filled; a number that is
+    # passed over: hpcai_uint false inside 30-ranks' conditions, hpcai_bad_value, hpcai_quote) and
+    # with no rank known (the rank's number falls back to 0), then a payload that fails: the shim
+    # must neither stop on the way nor on the payload's status, and must write rank-0.exit.
+    # SLURM_PROCID='' (counts as unset, one warning) leaves no rank; SLURM_JOB_ID='../x' is a
+    # malformed number that is still ignored, not refused (it is no rank).
+    env = {**BASE_ENV, **SLURM, "SLURM_PROCID": "", "SLURM_JOB_ID": "../x", "MASTER_ADDR": ""}
     proc = subprocess.run([shell, "-e", str(REPO / "entrypoints/hpcai-shim"), "--exit-dir",
                            str(workdir), "--master-addr", "10.1.2.3", "--", "sh", "-c",
-                           'echo "$RANK $MASTER_ADDR"; exit 3'], env=env, capture_output=True,
+                           'echo "$RANK $MASTER_ADDR $MASTER_PORT"; exit 3'], env=env, capture_output=True,
                           text=True, timeout=30, check=False)
-    assert (proc.returncode, proc.stdout) == (3, " 10.1.2.3\n")
+    assert (proc.returncode, proc.stdout) == (3, " 10.1.2.3 29500\n")
     assert proc.stderr.splitlines() == [
         f"{WARN}MASTER_ADDR is set but empty; using MASTER_ADDR='10.1.2.3'",
-        malformed("SLURM_PROCID", "../x")]
+        malformed("SLURM_PROCID", ""), malformed("SLURM_JOB_ID", "../x")]
+    assert sorted(os.listdir(workdir)) == ["rank-0.exit"]
     assert (workdir / "rank-0.exit").read_text() == "3\n"

@@ -40,7 +40,8 @@ def test_preset_values_survive(run_entrypoint):
 
 
 def test_an_empty_rank_variable_is_filled_with_a_warning(run_entrypoint):
-    # torch fails on LOCAL_RANK=''; it is never a choice, so it counts as unset (hpcai_set).
+    # torch fails on LOCAL_RANK=''; it is never a choice, so it counts as unset: hpcai_check_job
+    # lets it through (only a non-empty malformed value is refused) and hpcai_set fills it.
     run = run_entrypoint({**SLURM, "LOCAL_RANK": ""}, hooks=["ranks"])
     assert run.env["LOCAL_RANK"] == "1"
     assert run.warnings == ["hpcai-entrypoint: warning: LOCAL_RANK is set but empty; using LOCAL_RANK='1'"]

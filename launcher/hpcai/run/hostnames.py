@@ -87,11 +87,19 @@ def master_addr(nodelist: str, suffix: str = "",
     return name, f"{name} does not resolve here; MASTER_ADDR={name} is passed unresolved"
 
 
-def master_port(job_id: str | int | None, fixed: int = 0) -> int:
-    """The site's fixed port, else enroot's `SLURM_JOB_ID % 4536 + 61000`, else 29500."""
+def master_port(job_id: str | int | None, fixed: int = 0, copies: int = 1) -> int:
+    """The site's fixed port, else enroot's `SLURM_JOB_ID % 4536 + 61000`, else 29500. With COPIES
+    per-GPU copies per node listening on base … base+COPIES-1, a job-id base that would pass 65535
+    becomes `61000 + id % (4536 - (COPIES-1))`: the shim's rule (entrypoints/hpcai-shim), so the
+    plan and the ranks agree on the port also under sbatch, where only the shim knows the id."""
     if fixed:
         return fixed
     try:
-        return int(job_id) % 4536 + 61000  # type: ignore[arg-type]
+        job = int(job_id)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return DEFAULT_PORT
+    top = max(copies, 1) - 1
+    base = job % 4536 + 61000
+    if base + top > 65535 and top < 4536:
+        base = 61000 + job % (4536 - top)
+    return base

@@ -39,7 +39,7 @@ class LaunchOptions:
     profiles: tuple[str, ...] = ()        # payload profiles (hpcai-bench --profile NAME), in order
     srun_args: tuple[str, ...] = ()       # extra srun options, verbatim (--srun-arg)
     cmd: tuple[str, ...] = ()             # raw command (--cmd … -- ARGS)
-    nodes: int = 1
+    nodes: int | None = 1                 # None (no -N): the payload profile's ([launch.<profile>]), else 1
     ntasks_per_node: int | None = None    # default: site GPUs per node, else 1
     gpus_per_node: int | None = None
     cpus_per_task: int | None = None
@@ -217,9 +217,11 @@ class PayloadCall(NamedTuple):
     values: dict[str, str]     # every variable as the image's runner resolves it
     needs_mpi: bool            # the manifest's requires.mpi
     srun_args: tuple[str, ...] = ()  # the chosen profiles' workflow scheduler options ([launch.*])
+    launch: dict[str, Any] = {}      # and their nodes, time, cpus_per_node/_task ([launch.*])
 
 
-def _payload(opts: LaunchOptions, valid: list[str] | None, family: str | None = None) -> PayloadCall:
+def _payload(opts: LaunchOptions, valid: list[str] | None, family: str | None = None,
+             site: SiteProfile | None = None) -> PayloadCall:
     """What runs in the container; the variables resolved as the image's runner will resolve them
     (defaults, the family's profile, --profile, overrides). The manifest is read once, here."""
     if opts.cmd:
@@ -241,6 +243,7 @@ def _payload(opts: LaunchOptions, valid: list[str] | None, family: str | None = 
     values: dict[str, str] = {}
     needs_mpi = False
     srun_args: tuple[str, ...] = ()
+    launch: dict[str, Any] = {}
     if opts.payload in packaged:  # unknown profiles and variables fail here
         manifest = payloads.load_payload(opts.payload)
         known_profiles = sorted(manifest.raw.get("profiles", {}))
@@ -251,9 +254,11 @@ def _payload(opts: LaunchOptions, valid: list[str] | None, family: str | None = 
         values = manifest.validate_vars(overrides, family=family, profiles=opts.profiles)
         needs_mpi = manifest.needs_mpi
         srun_args = manifest.srun_args(opts.profiles)
+        facts = {name: getattr(site, name) for name in payloads.SITE_FACTS} if site else {}
+        launch = manifest.launch_defaults(opts.profiles, values, facts)
     profile_args = [arg for name in opts.profiles for arg in ("--profile", name)]
     command = [BENCH, *profile_args, opts.payload, *(f"{k}={v}" for k, v in overrides.items())]
-    return PayloadCall(opts.payload, overrides, command, values, needs_mpi, srun_args)
+    return PayloadCall(opts.payload, overrides, command, values, needs_mpi, srun_args, launch)
 
 
 def _check_mpi_launch(call: PayloadCall, backend: Backend, geom: Geometry) -> None:
@@ -319,8 +324,18 @@ def _scheduler_values(opts: LaunchOptions) -> None:
         raise UsageError("--image is empty: give a SIF or SquashFS file, an image folder or an image name")
 
 
+def _with_profile(opts: LaunchOptions, launch: dict[str, Any]) -> LaunchOptions:
+    """The payload profile's -N, --time and --cpus-per-task ([launch.<profile>]) where the command
+    line gave none (cpus_per_node is split over the ranks in _geometry)."""
+    from dataclasses import replace
+
+    return replace(opts, nodes=launch.get("nodes", 1) if opts.nodes is None else opts.nodes,
+                   time=opts.time or launch.get("time", ""),
+                   cpus_per_task=launch.get("cpus_per_task") if opts.cpus_per_task is None else opts.cpus_per_task)
+
+
 def _geometry(opts: LaunchOptions, site: SiteProfile, backend: Backend, env: dict[str, str],
-              log_dir: str, profile_srun_args: tuple[str, ...] = ()) -> Geometry:
+              log_dir: str, profile_srun_args: tuple[str, ...] = (), profile_cpus_per_node: int = 0) -> Geometry:
     for name, value in (("--nodes", opts.nodes), ("--ntasks-per-node", opts.ntasks_per_node),
                         ("--gpus-per-node", opts.gpus_per_node), ("--cpus-per-task", opts.cpus_per_task)):
         _positive(name, value)
@@ -332,6 +347,8 @@ def _geometry(opts: LaunchOptions, site: SiteProfile, backend: Backend, env: dic
             raise UsageError("--per-gpu needs GPUs: give --gpus-per-node (the site has none)")
         tasks = gpus  # one independent copy per GPU
     cpus = opts.cpus_per_task
+    if cpus is None and profile_cpus_per_node:  # the workflow's CPUs per node, split as the site's
+        cpus = max(profile_cpus_per_node // tasks, 1)
     if cpus is None and site.cpus_per_node:
         cpus = max(site.cpus_per_node // tasks, 1)  # the node's CPUs split evenly
     mpi = site.mpi if opts.mpi is None else opts.mpi
@@ -422,14 +439,15 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     warnings += notes
     labels = check_image(runtime_name, runtime, opts.image) if check else _labels_if_here(runtime, opts.image)
     image_payloads = [p for p in labels.get("hpcai.payloads", "").split(",") if p] or None
-    call = _payload(opts, image_payloads, labels.get("hpcai.family"))
+    call = _payload(opts, image_payloads, labels.get("hpcai.family"), site)
+    opts = _with_profile(opts, call.launch)
     binds, container_env, image_mpi, host_pmi = _host_mpi(opts, site, host, labels, binds, container_env, warnings,
                                                           call.needs_mpi)
     label, command = call.label, call.command
     job_id = env_now.get("SLURM_JOB_ID") if backend.slurm else None
     run_dir = _run_dir(opts, label, job_id)
     log_dir = str(run_dir / record.LOGS)
-    geom = _geometry(opts, site, backend, env_now, log_dir, call.srun_args)
+    geom = _geometry(opts, site, backend, env_now, log_dir, call.srun_args, call.launch.get("cpus_per_node", 0))
     _check_mpi_launch(call, backend, geom)
     if backend.slurm:
         mpi, note = ((host_pmi, "") if host_pmi and opts.mpi is None
@@ -540,13 +558,13 @@ def _plan_step(plan: LaunchPlan, spec: Any, runtime: Runtime, backend: Backend, 
             warn = f"{exc}: MASTER_ADDR is left to the entrypoint"
         plan.warnings += [warn] if warn else []
     if plan.job_id or site.master_port:
-        plan.master_port = hostnames.master_port(plan.job_id, site.master_port)
+        plan.master_port = hostnames.master_port(plan.job_id, site.master_port,
+                                                 g.ntasks_per_node if g.per_gpu else 1)
     if g.per_gpu:  # the shim gives each copy base + its local rank (entrypoints/hpcai-shim)
         if plan.container_env.get("MASTER_PORT"):
             _check_copy_ports(int(plan.container_env["MASTER_PORT"]), g.ntasks_per_node, "MASTER_PORT")
-        if plan.master_port:
-            _check_copy_ports(plan.master_port, g.ntasks_per_node, f"site {site.name}: master_port"
-                              if site.master_port else f"job {plan.job_id}'s MASTER_PORT (61000 + id % 4536)",
+        if site.master_port:  # a job-id port is moved down to fit (hostnames.master_port)
+            _check_copy_ports(plan.master_port, g.ntasks_per_node, f"site {site.name}: master_port",
                               f"master_port = N in site {site.name}")
     if not _needs_shim(runtime, site, backend, opts, spec):
         # ch-run (and apptainer without --cleanenv) inherit SLURM_*; the image's entrypoint turns
