@@ -19,4 +19,5 @@ bash "$here/charliecloud-up.sh"
 bash "$here/apptainer-up.sh"  # Debian sid's Apptainer from package archives (its self-check converts the Docker base)
 bash "$here/slurm-up.sh"
 bash "$here/enroot-pyxis-up.sh"  # enroot + pyxis into that cluster (needs it and Docker)
+bash "$here/jube-up.sh"  # JUBE 2.7.1 into the project venv (`make test` makes the venv first)
 echo "up: all engines up" >&2

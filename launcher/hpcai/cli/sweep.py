@@ -3,7 +3,8 @@
 Without --submit every point runs now, one after another; with --submit each point becomes its
 own sbatch job (as `hpcai submit` writes it) and the command returns once all are queued, or with
 --wait once all have ended, printing the results and scaling tables; --no-submit writes the
-scripts only.
+scripts only. With --jube FILE.xml it writes the sweep as a JUBE benchmark instead and runs nothing
+(hpcai.run.jube).
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ from pathlib import Path
 
 import typer
 
-from hpcai.run.options import SWEEP, command, plan_fields
+from hpcai.run.options import SWEEP, Opt, command, plan_fields
+
+JUBE = Opt("jube", ("--jube",), help="Write the sweep as a JUBE benchmark FILE.xml (run it with `jube run`) "
+                                     "and run nothing; -o: where JUBE puts its runs.")
 
 
 def sweep(payload: str, nodes: str, var: list[str] | None, repeat: int, output_dir: str | None, dry_run: bool,
-          submit: bool | None, wait: bool, wait_timeout: float | None, **plan: object) -> None:
+          submit: bool | None, wait: bool, wait_timeout: float | None, jube: str | None = None,
+          **plan: object) -> None:
     """Run a payload over node counts (× variable values): one run record per point, in one sweep folder."""
     import time
 
@@ -24,12 +29,17 @@ def sweep(payload: str, nodes: str, var: list[str] | None, repeat: int, output_d
     from hpcai.errors import UsageError
     from hpcai.run import sweep as sw
 
-    if (wait or wait_timeout is not None) and not submit:
+    if (wait or wait_timeout is not None) and not submit and jube is None:
         raise UsageError("--wait waits for submitted jobs: use it with --submit")
     node_list = sw.parse_nodes(nodes)
     variables = sw.parse_vars(var or [])
     pts = sw.points(node_list, variables, repeat)  # refuses a grid above sw.MAX_POINTS first
     sw.check_vars(payload, variables)  # before the dry-run's listing: an unknown name is never shown
+    if jube is not None:
+        if dry_run:
+            raise UsageError("--jube writes the benchmark file and runs nothing already: drop --dry-run")
+        _jube(Path(jube), payload, node_list, variables, repeat, output_dir, submit, wait_timeout, plan)
+        return
     if dry_run:
         for p in pts:
             extra = " ".join(f"{k}={v}" for k, v in p["payload_vars"].items())
@@ -54,6 +64,22 @@ def sweep(payload: str, nodes: str, var: list[str] | None, repeat: int, output_d
     err.print(f"sweep of {len(run_dirs)} runs in {folder}; see `hpcai results show {folder}`", soft_wrap=True)
 
 
+def _jube(path: Path, payload: str, nodes: list[int], variables: dict[str, list[str]], repeat: int,
+          output_dir: str | None, submit: bool | None, wait_timeout: float | None, plan: dict) -> None:
+    """Write the JUBE benchmark; its path on stdout, how to run it on stderr."""
+    from hpcai.console import err, out
+    from hpcai.run import jube
+    from hpcai.run import sweep as sw
+
+    jube.jube_file(path)  # the name first: a wrong one is refused before any point is planned
+    js = jube.make(payload, nodes, variables, repeat, plan_fields(plan, SWEEP), submit, wait_timeout, output_dir)
+    jube.write(path, js)
+    out.print(str(path.absolute()), markup=False, soft_wrap=True)
+    step = "hpcai submit --wait" if js.submit else "hpcai launch"
+    err.print(f"sweep: JUBE benchmark of {sw.count_points(nodes, variables, repeat)} points ({step} each) in "
+              f"{path}: `jube run {path}`, then `jube result -a` on its run folder", soft_wrap=True, markup=False)
+
+
 def _wait(runs: list[dict], folder: Path, timeout_s: float | None) -> None:
     """Wait for the sweep's jobs, show its tables, and exit 1 naming the points that did not complete."""
     from hpcai.run import jobs
@@ -74,4 +100,4 @@ def _wait(runs: list[dict], folder: Path, timeout_s: float | None) -> None:
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app, its options from hpcai/options.py."""
     payload = ("payload", typer.Argument(..., help="Payload to run at every point."), str)
-    app.command("sweep", rich_help_panel="Launch")(command(sweep, SWEEP, payload))
+    app.command("sweep", rich_help_panel="Launch")(command(sweep, (*SWEEP, JUBE), payload))

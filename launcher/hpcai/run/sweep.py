@@ -154,8 +154,9 @@ def unclaim(sweep_dir: Path) -> None:
             break
 
 
-def _options(wanted: dict[str, Any]) -> Any:
-    """The LaunchOptions of one point: its `var=value` overrides as on the launch command line."""
+def point_options(wanted: dict[str, Any]) -> Any:
+    """The LaunchOptions of one point: its `var=value` overrides as on the launch command line
+    (also the base of a JUBE export: hpcai.run.jube)."""
     from hpcai.run.plan import LaunchOptions
 
     wanted = dict(wanted)
@@ -189,7 +190,7 @@ def run_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], s
                   "payload_vars": point["payload_vars"], "runs_root": str(sweep_dir)}
         interrupted = False
         try:
-            run_dir = Path(launch(_options(wanted)))
+            run_dir = Path(launch(point_options(wanted)))
         except LaunchFailed as exc:
             if exc.exit_code != 130:
                 if not runs:
@@ -226,7 +227,7 @@ def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]]
         for point in points(nodes, variables, repeat):
             wanted = {**(base or {}), "payload": payload, "nodes": point["nodes"],
                       "payload_vars": point["payload_vars"], "runs_root": str(sweep_dir)}
-            opts = _options(wanted)
+            opts = point_options(wanted)
             plan = plan_launch(opts, check=submit)
             if not get_backend(plan.backend).slurm:
                 raise UsageError(f"sweep --submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
