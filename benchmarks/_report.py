@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcai.files import BadFile, dumps, parse_json, read_json, read_text
+from hpcai.output import plain
 
 OUT_ENV = "HPCAI_BENCH_OUT"
 PASS, FAIL, NOT_RUN = "PASS", "FAIL", "not run"
@@ -59,8 +60,8 @@ def record(name: str, measured: float | None, target: float, unit: str, better: 
 
 
 def _emit(rec: dict[str, Any]) -> dict[str, Any]:
-    print(f"figure: {rec['name']}: {_value(rec['measured'], rec['unit'])} "
-          f"(target {_bound(rec)}): {rec['status']}{' - ' + rec['note'] if rec['note'] else ''}", flush=True)
+    print(plain(f"figure: {rec['name']}: {_value(rec['measured'], rec['unit'])} "
+                f"(target {_bound(rec)}): {rec['status']}{' - ' + rec['note'] if rec['note'] else ''}"), flush=True)
     out = os.environ.get(OUT_ENV)
     if out:
         with open(out, "a", encoding="utf-8") as f:  # one short line per write: appends stay whole
@@ -107,18 +108,24 @@ def _number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+def _size(x: Any) -> bool:
+    """A figure's measurement or target: a time, a size, a rate, a count or a ratio, never below 0."""
+    return _number(x) and x >= 0
+
+
 # A figure as a figures line or report.json holds it: name, target and unit required, measured a
-# number or null, better "lower" or "higher" (default lower), note text. Its ratio and status are
-# recomputed, never taken from the file (a record claiming PASS unmeasured is "not run").
+# number >= 0 or null, target a number >= 0 (a time, size, count or ratio is never negative), better
+# "lower" or "higher" (default lower), note text. Its ratio and status are recomputed, never taken
+# from the file (a record claiming PASS unmeasured is "not run"). A report names each figure once.
 def checked(rec: Any, where: str) -> dict[str, Any]:
     """REC as a figure record, or a ReportError naming WHERE and the key."""
     if not isinstance(rec, dict):
         raise ReportError(f"{where}: a figure is a JSON object, not {type(rec).__name__}")
     problems = [
         ("name", isinstance(rec.get("name"), str) and rec["name"] != "", "text"),
-        ("target", _number(rec.get("target")), "a finite number"),
+        ("target", _size(rec.get("target")), "a finite number >= 0"),
         ("unit", isinstance(rec.get("unit"), str), "text (\"\" for none)"),
-        ("measured", rec.get("measured") is None or _number(rec["measured"]), "a finite number or null"),
+        ("measured", rec.get("measured") is None or _size(rec["measured"]), "a finite number >= 0 or null"),
         ("better", rec.get("better", "lower") in BETTER, " or ".join(BETTER)),
         ("note", isinstance(rec.get("note", ""), str), "text"),
     ]
@@ -145,6 +152,12 @@ def read_report(path: Path) -> dict[str, Any]:
         if not isinstance(step, dict) or not isinstance(step.get("exit", 0), int):
             raise ReportError(f"{path}: steps[{i}] must be an object with an integer exit")
     figures = [checked(f, f"{path}: figures[{i}]") for i, f in enumerate(report["figures"])]
+    seen: dict[str, int] = {}
+    for i, f in enumerate(figures):  # figures are looked up by name: a second one would silently win
+        if f["name"] in seen:
+            raise ReportError(f"{path}: figures[{i}]: figure {f['name']!r} is given twice "
+                              f"(also figures[{seen[f['name']]}]); a report names each figure once")
+        seen[f["name"]] = i
     return {**report, "figures": figures}
 
 
@@ -163,6 +176,9 @@ def _bound(rec: dict[str, Any]) -> str:
 
 
 def _grid(header: list[str], rows: list[list[str]], markdown: bool = False) -> str:
+    """The table as text; every cell passes `plain` (names and notes come from files: a control
+    character is shown escaped, never sent to the terminal), before the widths are measured."""
+    header, rows = [plain(c) for c in header], [[plain(c) for c in r] for r in rows]
     if markdown:
         lines = [header, ["---"] * len(header), *rows]
         return "\n".join("| " + " | ".join(cell.replace("|", "\\|") for cell in r) + " |" for r in lines)
@@ -201,7 +217,7 @@ def compare(old: dict[str, Any], new: dict[str, Any], markdown: bool = False) ->
     if old.get("machine", {}).get("cpu") != new.get("machine", {}).get("cpu"):
         head.append("different machines: " + machine_line(old.get("machine", {})) + " vs "
                     + machine_line(new.get("machine", {})))
-    return "\n".join(head) + "\n" + _grid(["figure", "old", "new", "change", "old result", "new result"],
+    return "\n".join(map(plain, head)) + "\n" + _grid(["figure", "old", "new", "change", "old result", "new result"],
                                           rows, markdown)
 
 

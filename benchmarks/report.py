@@ -37,6 +37,7 @@ sys.path.insert(0, str(HERE))
 
 import _report  # noqa: E402
 from hpcai.files import dumps  # noqa: E402
+from hpcai.output import plain  # noqa: E402
 
 REPO = HERE.parent
 DEFAULT_OUT = REPO / "build" / "bench" / "report.json"
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _main(args)
     except _report.ReportError as exc:  # a file given (--from, --compare, --jsonl) that is not usable
-        print(f"report.py: error: {exc}", file=sys.stderr)
+        print(plain(f"report.py: error: {exc}"), file=sys.stderr)
         return 2
 
 
@@ -171,11 +172,12 @@ def _main(args: argparse.Namespace) -> int:
         out.write_text(dumps(report, indent=2) + "\n")
 
     figures = report["figures"]
-    print(f"\nBenchmarks ({report.get('mode', '?')}) on {_report.machine_line(report.get('machine', {}))}")
+    # text from the report file (mode, machine, figure names and notes) is shown escaped (plain)
+    print(plain(f"\nBenchmarks ({report.get('mode', '?')}) on {_report.machine_line(report.get('machine', {}))}"))
     print(_report.table(figures, args.markdown))
     print(_report.summary(figures))
     if out:
-        print(f"written: {out}")
+        print(plain(f"written: {out}"))
     if old is not None:
         print()
         print(_report.compare(old, report, args.markdown))

@@ -8,6 +8,13 @@ it is what a planted link is for; at a name hpcai owns (a record's plan.json) it
 A file that must not exist yet (a batch script, a lock) is linked into place, which fails on any
 name already taken, link or not (write_new, create_new).
 
+An output the user names (-o) is also refused, in one line naming it (BadFile, exit 2), where
+something other than a regular file is there (a device such as /dev/full, a FIFO, a socket, a
+folder: a rename would replace it, and the device or FIFO is gone) or its folder does not exist
+(check_output); any other failure to write it names it too, never the temp file. A tool that
+writes an output itself (apptainer, enroot) writes into a private folder beside it (aside_dir),
+renamed into place once complete: a user's file of another name (OUT.part) is never touched.
+
 Reading: only regular files (a FIFO would hang the reader, /dev/zero would fill memory), up to a
 size bound, and JSON or TOML up to a depth bound (a document nested 100,000 deep would stop the
 reader, and later any code that walks it, with RecursionError). Each rule raises `BadFile`, a
@@ -17,11 +24,13 @@ reports one line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +49,61 @@ def refuse_link(path: Path, what: str = "") -> None:
     if path.is_symlink():
         raise BadFile(f"{what + ' ' if what else ''}{path}: is a symbolic link, which hpcai does not "
                       "write through; remove it or give a new file name")
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def _named(path: Path, what: str) -> str:
+    return f"{what + ' ' if what else ''}{path}"
+
+
+def check_output(path: Path | str, what: str = "") -> Path:
+    """PATH, an output the user named (WHAT: the option, e.g. "-o"), when hpcai may write it: a
+    regular file there is replaced, nothing there is created. A link (refuse_link), anything else
+    at PATH (a folder, a device, a FIFO, a socket: a rename would replace it) or a missing folder
+    is a BadFile in one line naming PATH as the user gave it."""
+    path = Path(path)
+    refuse_link(path, what)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:  # ENOTDIR: a file where a folder of the path should be; EACCES
+        raise BadFile(f"{_named(path, what)}: cannot be written ({exc.strerror or exc})") from None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+        raise BadFile(f"{_named(path, what)}: is {kind}, which hpcai does not replace; give a file name")
+    if not path.parent.is_dir():
+        raise BadFile(f"{_named(path, what)}: cannot be written: the folder {path.parent} does not exist")
+    return path
+
+
+def _renamed(exc: OSError, path: Path) -> OSError:
+    """EXC naming PATH, the user's name, rather than the temp file beside it."""
+    return type(exc)(exc.errno, exc.strerror, str(path)) if exc.errno else exc
+
+
+@contextlib.contextmanager
+def aside_dir(output: Path | str, what: str = "") -> Iterator[Path]:
+    """For a tool that writes OUTPUT itself (apptainer build, enroot import): check_output, then
+    a new private folder beside it (mkdtemp: unique, 0700, `.NAME.XXXXXXXX.part`) and the path in
+    it to give the tool (same name as OUTPUT). Once the block ends, that file is renamed over
+    OUTPUT; the folder goes whatever happens (a failed step, Ctrl-C). Two conversions to one
+    OUTPUT never share a temp file, and no other file beside OUTPUT (a user's OUTPUT.part) is
+    touched."""
+    import shutil
+
+    output = check_output(output, what)
+    folder = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".part", dir=output.parent))
+    try:
+        part = folder / output.name
+        yield part
+        check_output(output, what)  # still a file, or nothing: something else may have come since
+        os.replace(part, output)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def umask() -> int:
@@ -78,15 +142,29 @@ def _write_aside(path: Path, data: str | bytes, mode: int | None) -> str:
 def write_atomic(path: Path | str, data: str | bytes, mode: int | None = PRIVATE_FILE, what: str = "",
                  over_link: bool = False) -> None:
     """Write DATA as PATH's new content: a private temp file beside it, then a rename over it.
-    MODE: the file's mode (default 0600; None: as open() would, 0666 less the umask). A symbolic
-    link at PATH is refused (BadFile, WHAT naming the option), or with OVER_LINK replaced: for
-    names hpcai owns, where a link can only have been planted (default False)."""
+    MODE: the file's mode (default 0600; None: as open() would, 0666 less the umask). A name the
+    user gave (default): check_output's rules (a link, a folder, a device, a FIFO or a socket at
+    PATH, or no folder for it, is a BadFile naming PATH, WHAT naming the option), and an OSError
+    names PATH, not the temp file. OVER_LINK: a name hpcai owns, where a link can only have been
+    planted: whatever is there is replaced (default False)."""
     path = Path(path)
-    if not over_link:
-        refuse_link(path, what)
-    tmp = _write_aside(path, data, mode)
+    if over_link:  # a name hpcai owns: whatever is there is replaced
+        tmp = _write_aside(path, data, mode)
+    else:  # a name the user gave: check_output's rules, and an error names PATH, never the temp file
+        check_output(path, what)
+        try:
+            tmp = _write_aside(path, data, mode)
+        except OSError as exc:
+            raise _renamed(exc, path) from None
     try:
+        if not over_link:
+            check_output(path, what)  # again: a FIFO made while the data was written is kept too
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if over_link:
+            raise
+        raise _renamed(exc, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

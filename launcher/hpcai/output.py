@@ -4,6 +4,11 @@
 - `emit` / `emit_json`: machine output (JSON, a rendered file, a script path, a job id), so
   `hpcai … | jq` and `$(hpcai submit …)` see only that.
 
+Every line hpcai prints passes `plain` once: `say`, `warn` and `emit` here, and every string
+`console.err`/`console.out` print (console.PlainConsole). JSON has its control characters
+escaped already (the same text); a dry-run command line or a CSV on stdout shows an ESC in a
+value as `\x1b`, never sends it to the terminal (`results export -o FILE` writes the bytes).
+
 Plain writes, no rich: the launch path cannot afford importing it (~0.1 s). Tables for people are
 rich renderables printed by `console.err`/`console.out`, which write to these same streams; text
 from records reaches them through `plain` (here, so that `say` needs no rich; `console.plain` is
@@ -21,6 +26,7 @@ from typing import Any
 # CSI, U+009D a one-byte OSC), and the Unicode line separators and bidi overrides that reorder or
 # hide what is shown ("Trojan source"). A character class: linear on any input.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_CONTROL_OR_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")  # tab, LF too
 
 
 def _visible(match: re.Match[str]) -> str:
@@ -28,12 +34,14 @@ def _visible(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def plain(value: object) -> str:
+def plain(value: object, lines: bool = True) -> str:
     """Text from a file (a record, a log, a site file, an image label), safe for a terminal and
     still readable: each control character becomes a visible escape (ESC -> \\x1b, BEL -> \\x07,
-    U+202E -> \\u202e), so an escape sequence is shown, never run. Tab and line feed stay. The one
-    function every such text passes; print it with markup=False, or use console.cell()."""
-    return _CONTROL.sub(_visible, str(value))
+    U+202E -> \\u202e), so an escape sequence is shown, never run. Tab and line feed stay, unless
+    LINES is False: a name inside a one-line message (a file the user named, an error), where a
+    line feed would start a line that passes for hpcai's own (LF -> \\x0a). The one function
+    every such text passes; print it with markup=False, or use console.cell()."""
+    return (_CONTROL if lines else _CONTROL_OR_LINE).sub(_visible, str(value))
 
 
 def say(text: str) -> None:
@@ -48,6 +56,9 @@ def warn(text: str) -> None:
 
 
 def emit(text: str) -> None:
+    """TEXT on stdout, through `plain`: a dry-run's command line or an export holds values from
+    the user and from records (an ESC there is shown as \\x1b, never run by the terminal)."""
+    text = plain(text)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 

@@ -14,7 +14,10 @@ Manifest keys (see README "Payloads" for an example):
     [install.<family>] build / runtime  (family: cuda, rocm, poplar, cpu, "*"),
     [run] command = [tokens with {var}],  [vars.<name>] default / help / choices,
     [profiles.<name>] var overrides (a family name applies automatically; "quick" for CI),
-    [launch.<profile>] srun_args = [...]: scheduler options the profile's workflow runs with,
+    [launch.<profile>] srun_args = [...]: scheduler options the profile's workflow runs with;
+        nodes, time, cpus_per_node (split over the node's ranks) or cpus_per_task: its -N, --time
+        and CPUs where the command line gives none; rows `"NAME=VALUE" = { nodes = 44 }` select on
+        a variable or a site fact (SITE_FACTS), as profile rows select on a variable,
     [sources.<profile>] cite = "where the values come from", <setting> = "the source's value":
         shown next to the profile's values by `hpcai payloads show`,
     sanity = [regex, ...],  [metrics.<name>] regex+group | file+key, reduce, unit, better, headline.
@@ -62,8 +65,11 @@ KEYS = {
     "requires": ("modules", "executables", "mpi"),
     "metric": ("unit", "better", "headline", "regex", "group", "file", "key", "reduce", "scale"),
     "var": ("default", "help", "choices"),
-    "launch": ("srun_args",),
+    "launch": ("srun_args", "nodes", "time", "cpus_per_node", "cpus_per_task"),
 }
+# What a [launch.<profile>] row may select on besides the payload's variables: the site's keys
+# that name a benchmark suite's system ("caraml_system=JEDI" = { cpus_per_node = 72 }).
+SITE_FACTS = ("caraml_system",)
 # A payload's name is its folder's name; it is written into the Dockerfile and def (COPY, RUN,
 # %files, labels) and joined to the payloads folder, so it holds no path and no shell syntax.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -197,6 +203,18 @@ class PayloadManifest:
                 check_number(f"variable {var.name}", values[var.name], type(var.default))
         return values
 
+    def launch_defaults(self, profiles: tuple[str, ...], values: dict[str, str],
+                        site: dict[str, str]) -> dict[str, Any]:
+        """The chosen profiles' scheduler values ([launch.<profile>] nodes, time, cpus_per_node,
+        cpus_per_task), a later profile's over an earlier's, each table's rows for VALUES (the
+        resolved variables) and SITE (SITE_FACTS: the site's values) over its plain keys."""
+        runner, out = _runner(), {}
+        for name in profiles:
+            plain, picked = runner.rows(self.raw.get("launch", {}).get(name, {}), {**site, **values})
+            for part in (plain, *picked):
+                out.update((k, v) for k, v in part.items() if k != "srun_args")
+        return out
+
     def srun_args(self, profiles: tuple[str, ...]) -> tuple[str, ...]:
         """The scheduler options of the chosen profiles' workflows ([launch.<profile>])."""
         launch = self.raw.get("launch", {})
@@ -245,9 +263,10 @@ def _runner() -> ModuleType:
     return module
 
 
-def check_number(what: str, text: str, kind: type = float) -> float:
+def check_number(what: str, text: str, kind: type = float, above: float | None = None) -> float:
     """TEXT as a number of KIND (int or float) that a benchmark can take, else a UsageError naming
-    WHAT: finite, and an integer within ±2**63 (see INT_LIMIT)."""
+    WHAT: finite, an integer within ±2**63 (see INT_LIMIT), and more than ABOVE when given (a
+    quantity that must be positive, a length, a count, a size: above=0, so an integer from 1)."""
     what = f"{what}={text if len(text) <= 40 else text[:30] + '...'!r}"  # a 5,000-digit value, shortened
     # Many digits are out of range before int() reads them (int() refuses 4,300 or more).
     if kind is int and re.fullmatch(r"\s*[-+]?0*[1-9][0-9]{19,}\s*", text):  # 20 significant digits
@@ -261,6 +280,9 @@ def check_number(what: str, text: str, kind: type = float) -> float:
     if not math.isfinite(value):
         why = "past the largest float, about 1.8e308" if any(c.isdigit() for c in text) else "NaN or infinity"
         raise UsageError(f"{what}: expected a finite number ({why})")
+    if above is not None and not value > above:
+        bound = f"a whole number from {math.floor(above) + 1}" if kind is int else f"a number above {above:g}"
+        raise UsageError(f"{what}: expected {bound}")
     return value
 
 
@@ -365,12 +387,7 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
             if prof not in profiles:
                 raise unknown(f"profile in {where} [{table}]:", prof, sorted(profiles))
             if table == "launch":
-                for key in entry:
-                    if key not in KEYS["launch"]:
-                        raise unknown(f"key in {where} [launch.{prof}]:", key, KEYS["launch"])
-                args = entry.get("srun_args", [])
-                if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-                    raise UsageError(f"{where}: launch.{prof}.srun_args must be a list of strings")
+                _check_launch(where, prof, entry, raw, runner)
             elif not all(isinstance(v, str) for v in entry.values()):
                 raise UsageError(f"{where}: every value in [sources.{prof}] is text (the source's value)")
     for prof, layer in profiles.items():
@@ -378,6 +395,29 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
             runner.resolve(dict(raw, _name=name), layer)
         except runner.BenchError as exc:
             raise UsageError(f"{where}: profile {prof}: {exc}") from None
+
+
+def _check_launch(where: str, prof: str, entry: dict[str, Any], raw: dict[str, Any], runner: ModuleType) -> None:
+    """[launch.<profile>]: srun_args a list of strings; nodes and the CPU counts whole numbers from
+    1; time a string (its form is checked as --time's when a launch uses it); rows select on a
+    variable or a site fact and hold the same keys, srun_args excepted."""
+    selectors = [*raw.get("vars", {}), *SITE_FACTS]
+    try:
+        plain, _ = runner.rows(entry, {}, known=selectors)
+    except runner.BenchError as exc:
+        raise UsageError(f"{where}: launch.{prof}: {exc}") from None
+    parts = [("", plain)] + [(f'."{k}"', v) for k, v in entry.items() if runner.is_row(k, v)]
+    for label, part in parts:
+        for key, value in part.items():
+            if key not in KEYS["launch"] or (label and key == "srun_args"):
+                raise unknown(f"key in {where} [launch.{prof}{label}]:", key, KEYS["launch"][label != "":])
+            if key == "srun_args":
+                if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+                    raise UsageError(f"{where}: launch.{prof}.srun_args must be a list of strings")
+            elif key == "time":
+                _text(value, f"{where}: launch.{prof}{label}.time")
+            elif not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 100_000:
+                raise UsageError(f"{where}: launch.{prof}{label}.{key} {value!r}: expected a whole number from 1")
 
 
 def _text(value: object, what: str) -> str:

@@ -5,11 +5,18 @@ three sizes and reports tokens/s = global batch x sequence length / seconds per 
 its patch's TFLOP/s per GPU. This script builds the same GPT with Megatron Core's GPTModel,
 splits it with Megatron's tensor, pipeline and data parallel groups and runs Megatron's own
 forward/backward schedules, so one code path serves a laptop CPU (gloo, tiny size) and a GPU
-cluster (NCCL, CARAML's sizes). Data are random tokens of the vocabulary's size: every line
-says SYNTHETIC (CARAML trains on a 790-sample OSCAR subset; throughput does not depend on the
-token values). Log lines follow Megatron's and CARAML's patch:
+cluster (NCCL, CARAML's sizes; gpt_layout.py reads them from payload.toml). Data are random
+tokens of the vocabulary's size: every line says SYNTHETIC (CARAML trains on a 790-sample OSCAR
+subset; throughput does not depend on the token values). Log lines follow Megatron's and CARAML's
+patch (aux/nvidia_energy_llm_fix.patch):
 
     iteration       10/      50 | consumed samples: 5120 | elapsed time per iteration (s): 1.2345 | TFLOPs: 123.45 | …
+
+Training stops after --iters iterations or, as Megatron's --exit-duration-in-mins, once
+--exit-duration minutes have passed since the start (checked after every iteration, every rank
+agreeing), whichever comes first; --iters 0 leaves only the wall time (and CARAML's
+--train-samples 300,000,000). Inside a Slurm job whose end time is known, it also stops 120 s
+before it, where CARAML's job script catches its `--signal=B:12@120` and stops.
 
     python megatron_gpt.py --model-size 800M --iters 50      (under srun/torchrun: WORLD_SIZE ranks)
 """
@@ -24,60 +31,58 @@ import socket
 import sys
 import time
 
+START = time.time()  # Megatron's _TRAIN_START_TIME: the wall time counts from the process start
+
 import torch
 import torch.distributed as dist
 
-# CARAML's llm_benchmark_nvidia_amd.yaml (2025.01): layers, hidden, heads, ffn (None: 4 x hidden),
-# micro batch, tensor and pipeline parallel sizes, gradient accumulation steps for the global
-# batch (800M: a fixed global batch of 512 instead), precision. "tiny" is ours, for CPUs and CI.
-SIZES = {
-    "800M": dict(layers=16, hidden=2048, heads=8, ffn=None, micro=4, tp=1, pp=1, gas=None, gbs=512, precision="fp16"),
-    "13B": dict(layers=40, hidden=5120, heads=32, ffn=20480, micro=2, tp=2, pp=2, gas=64, gbs=None, precision="fp16"),
-    "175B": dict(layers=96, hidden=12288, heads=96, ffn=None, micro=2, tp=8, pp=8, gas=64, gbs=None, precision="bf16"),
-    "tiny": dict(layers=2, hidden=64, heads=4, ffn=None, micro=2, tp=1, pp=1, gas=1, gbs=None, precision="fp32"),
-}
+import gpt_layout
+
 GPT2_VOCAB = 50257  # GPT2BPETokenizer; Megatron pads to a multiple of 128 x tensor parallel size
-
-
-def padded_vocab(vocab, tp, divisible_by=128):
-    multiple = divisible_by * tp
-    return int(math.ceil(vocab / multiple) * multiple)
+TRAIN_SAMPLES = 300_000_000  # CARAML's --train-samples: the iteration count shown when --iters is 0
+SIGNAL_LEAD = 120  # CARAML's `#SBATCH --signal=B:12@120`: its job stops this many seconds before the limit
 
 
 def caraml_flops_per_iteration(gbs, seq, layers, hidden, vocab, recompute):
-    """CARAML's patch (add_tflops_logging): 24·caf·B·s·L·h²·(1 + s/(6h) + V/(16·L·h)), caf 4
+    """CARAML's patch (nvidia_energy_llm_fix.patch): 24·caf·B·s·L·h²·(1 + s/(6h) + V/(16·L·h)), caf 4
     with activation recomputation, else 3. Kept as theirs so the TFLOP/s compare with CARAML's."""
     caf = 4 if recompute else 3
     return 24 * caf * gbs * seq * layers * hidden ** 2 * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
 
 
 def resolve(args, world):
-    """The run's sizes: CARAML's for the model size, each overridable; checks that they divide."""
-    size = dict(SIZES[args.model_size])
-    for key in ("layers", "hidden", "heads", "tp", "pp", "micro", "gbs"):
-        given = getattr(args, key)
-        if given:
-            size[key] = given
-    size["ffn"] = size["ffn"] or 4 * size["hidden"]
-    if args.precision != "auto":
-        size["precision"] = args.precision
-    tp, pp = size["tp"], size["pp"]
-    if world % (tp * pp):
-        raise SystemExit("megatron-gpt: %d ranks do not divide into tp=%d x pp=%d" % (world, tp, pp))
-    dp = world // (tp * pp)
-    if not size["gbs"]:
-        size["gbs"] = dp * size["micro"] * (size["gas"] or 1)
-    if size["gbs"] % (dp * size["micro"]):
-        raise SystemExit("megatron-gpt: global batch %d is not a multiple of dp=%d x micro batch %d"
-                         % (size["gbs"], dp, size["micro"]))
-    if size["hidden"] % size["heads"] or size["heads"] % tp:
-        raise SystemExit("megatron-gpt: hidden %d / heads %d / tp %d do not divide"
-                         % (size["hidden"], size["heads"], tp))
-    if size["layers"] % pp:
-        raise SystemExit("megatron-gpt: %d layers do not split into %d pipeline stages" % (size["layers"], pp))
-    size.update(dp=dp, microbatches=size["gbs"] // (dp * size["micro"]), seq=args.seq_len,
-                vocab=padded_vocab(GPT2_VOCAB, tp))
-    return size
+    """The run's sizes (gpt_layout: CARAML's row for the model size, each overridable), under the
+    short names this script uses; a layout that does not divide ends the run with its reason."""
+    given = {key: getattr(args, key) for key in gpt_layout.KEYS}
+    try:
+        lay = gpt_layout.layout(args.model_size, given, world)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    return dict(layers=lay["num_layers"], hidden=lay["hidden_size"], heads=lay["num_attention_heads"],
+                ffn=lay["ffn_hidden_size"], micro=lay["micro_batch_size"], tp=lay["tp"], pp=lay["pp"],
+                gas=lay["grad_accum"], gbs=lay["global_batch_size"], precision=lay["precision"], dp=lay["dp"],
+                microbatches=lay["microbatches"], seq=args.seq_len,
+                vocab=gpt_layout.padded_vocab(GPT2_VOCAB, lay["tp"]))
+
+
+def deadline(exit_minutes, env=os.environ):
+    """When training must stop (a time.time() value; None: never): START + --exit-duration, and
+    SIGNAL_LEAD seconds before the Slurm job's end (SLURM_JOB_END_TIME, where Slurm gives it)."""
+    ends = [START + 60 * exit_minutes] if exit_minutes > 0 else []
+    job_end = env.get("SLURM_JOB_END_TIME", "")
+    if job_end.isdigit() and int(job_end) > 0:
+        ends.append(int(job_end) - SIGNAL_LEAD)
+    return min(ends) if ends else None
+
+
+def out_of_time(stop, device):
+    """Megatron's exit-duration check after each iteration: every rank says whether its clock is
+    past the deadline, and all stop when any is (all-reduce MAX), so no rank waits on another."""
+    if stop is None:
+        return False
+    done = torch.tensor([int(time.time() > stop)], dtype=torch.int32, device=device)
+    dist.all_reduce(done, op=dist.ReduceOp.MAX)
+    return bool(done.item())
 
 
 def cpu_shims():
@@ -162,22 +167,28 @@ def accumulate(forward_step_func, data_iterator, model, num_microbatches, config
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model-size", default="800M", choices=sorted(SIZES))
-    ap.add_argument("--layers", type=int, default=0, help="0: the model size's")
-    ap.add_argument("--hidden", type=int, default=0)
-    ap.add_argument("--heads", type=int, default=0)
+    ap.add_argument("--model-size", default="800M", choices=["800M", "13B", "175B", "tiny"])
+    ap.add_argument("--num-layers", type=int, default=0, help="0: the model size's")
+    ap.add_argument("--hidden-size", type=int, default=0)
+    ap.add_argument("--num-attention-heads", type=int, default=0)
+    ap.add_argument("--ffn-hidden-size", type=int, default=0, help="0: the size's, else 4 x hidden")
     ap.add_argument("--tp", type=int, default=0, help="tensor parallel size (0: CARAML's)")
     ap.add_argument("--pp", type=int, default=0, help="pipeline parallel size (0: CARAML's)")
-    ap.add_argument("--micro", type=int, default=0, help="micro batch size (0: CARAML's)")
-    ap.add_argument("--gbs", type=int, default=0, help="global batch size (0: CARAML's)")
+    ap.add_argument("--micro-batch-size", type=int, default=0, help="micro batch size (0: CARAML's)")
+    ap.add_argument("--global-batch-size", type=int, default=0, help="0: the size's, else dp x micro x grad accum")
+    ap.add_argument("--grad-accum", type=int, default=0, help="0: the size's (CARAML's gas)")
     ap.add_argument("--seq-len", type=int, default=2048)
-    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--iters", type=int, default=50, help="0: no count, only --exit-duration")
+    ap.add_argument("--exit-duration", type=float, default=0.0, help="minutes (Megatron's --exit-duration-in-mins)")
     ap.add_argument("--log-interval", type=int, default=5)
     ap.add_argument("--precision", default="auto", choices=["auto", "fp32", "fp16", "bf16"])
     ap.add_argument("--attention", default="local", choices=["local", "te"],
                     help="te: Transformer Engine layers (NGC images); local: Megatron Core's own")
     ap.add_argument("--output-dir", default=os.environ.get("HPCAI_PAYLOAD_OUT", "."))
     args = ap.parse_args(argv)
+    if args.iters < 0 or args.exit_duration < 0 or not (args.iters or args.exit_duration):
+        raise SystemExit("megatron-gpt: give --iters N, --exit-duration MINUTES or both (the first reached "
+                         "stops), not %d and %g" % (args.iters, args.exit_duration))
 
     gpu = torch.cuda.is_available()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -190,7 +201,12 @@ def main(argv=None):
         os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("nccl" if gpu else "gloo", init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
+    global START  # as Megatron: the earliest rank's start
+    first = torch.tensor([START], dtype=torch.float64, device="cuda" if gpu else "cpu")
+    dist.all_reduce(first, op=dist.ReduceOp.MIN)
+    START = first.item()
     size = resolve(args, world)
+    stop = deadline(args.exit_duration)
     if not gpu:
         if size["pp"] > 1:
             raise SystemExit("megatron-gpt: pipeline parallelism (pp=%d) needs GPUs: Megatron's "
@@ -219,10 +235,12 @@ def main(argv=None):
     if rank == 0:
         print("megatron-gpt: model=%s layers=%d hidden=%d heads=%d ffn=%d seq-length=%d vocab=%d "
               "tp=%d pp=%d dp=%d micro-batch=%d global-batch-size=%d microbatches=%d precision=%s "
-              "attention=%s device=%s data=SYNTHETIC (random tokens; CARAML uses an OSCAR subset)"
+              "attention=%s device=%s iters=%d exit-duration=%g min data=SYNTHETIC (random tokens; CARAML uses "
+              "an OSCAR subset)"
               % (args.model_size, size["layers"], size["hidden"], size["heads"], size["ffn"], size["seq"],
                  size["vocab"], size["tp"], size["pp"], size["dp"], size["micro"], size["gbs"],
-                 size["microbatches"], size["precision"], args.attention, "cuda" if gpu else "cpu"),
+                 size["microbatches"], size["precision"], args.attention, "cuda" if gpu else "cpu", args.iters,
+                 args.exit_duration),
               flush=True)
         print("megatron-gpt: parameters on rank 0: %d" % params, flush=True)
 
@@ -241,7 +259,10 @@ def main(argv=None):
         forward_backward = functools.partial(accumulate, config=config, device_type=device.type)
     nan_iterations, interval_start, losses, intervals = 0, time.time(), [], []
     last_stage = parallel_state.is_pipeline_last_stage()
-    for iteration in range(1, args.iters + 1):
+    total = args.iters or TRAIN_SAMPLES // size["gbs"]
+    iteration = 0
+    while iteration < total:
+        iteration += 1
         opt.zero_grad(set_to_none=True)
         out = forward_backward(forward_step_func=forward_step, data_iterator=data, model=model,
                                num_microbatches=size["microbatches"], seq_length=size["seq"],
@@ -256,7 +277,10 @@ def main(argv=None):
             loss = sum(float(o["lm loss"]) for o in out) / len(out)
             nan_iterations += int(not math.isfinite(loss))
             losses.append(loss)
-        if iteration % args.log_interval == 0 or iteration == args.iters:
+        timed_out = out_of_time(stop, device)
+        # Megatron logs every log_interval iterations and drops the part after the last when the
+        # time is up; a run stopped before its first full interval logs that part, to have one.
+        if iteration % args.log_interval == 0 or iteration == total or (timed_out and not intervals):
             if gpu:
                 torch.cuda.synchronize()
             done = iteration % args.log_interval or args.log_interval
@@ -269,16 +293,24 @@ def main(argv=None):
             if rank == 0:
                 print(" iteration %8d/%8d | consumed samples: %12d | elapsed time per iteration (s): %.6f"
                       " | TFLOPs: %.4f | global batch size: %5d | lm loss: %.6E | number of nan iterations: %3d |"
-                      % (iteration, args.iters, iteration * size["gbs"], per_iter,
+                      % (iteration, total, iteration * size["gbs"], per_iter,
                          flops / (per_iter * world * 1e12), size["gbs"], report[0].item(), int(report[1].item())),
                       flush=True)
             interval_start = time.time()
+        if timed_out:
+            if rank == 0:
+                print("megatron-gpt: exiting program after %.2f minutes (exit duration %g min%s) at iteration %d"
+                      % ((time.time() - START) / 60, args.exit_duration,
+                         ", or %d s before the job's end" % SIGNAL_LEAD if os.environ.get("SLURM_JOB_END_TIME") else "",
+                         iteration), flush=True)
+            break
     if rank == 0:
         # The first logged interval holds the warm-up (allocation, first kernels): left out, as
         # the host's Megatron parser does. CARAML averages every interval; see docs/workflows.md.
         steady = intervals[1:] or intervals
         per_iter = sum(steady) / len(steady)
-        summary = {"model_size": args.model_size, "synthetic": True, **size, "iterations": args.iters,
+        summary = {"model_size": args.model_size, "synthetic": True, **size, "iterations": iteration,
+                   "exit_duration": args.exit_duration,
                    "parameters_rank0": params, "flops_per_iteration": flops, "time_per_iteration": per_iter,
                    "tokens_per_second": size["gbs"] * size["seq"] / per_iter,
                    "tflops_per_gpu": flops / (per_iter * world * 1e12), "nan_iterations": int(report[1].item())}

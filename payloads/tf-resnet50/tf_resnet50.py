@@ -1,9 +1,15 @@
-"""TensorFlow/Keras ResNet-50 on synthetic ImageNet-shaped data: images/s (CARAML's ResNet-50).
+"""TensorFlow/Keras ResNet-50 on ImageNet TFRecords or synthetic data: images/s (CARAML's ResNet-50).
 
 Multi-worker through Horovod (`--strategy horovod`, where the image has it) or
 MultiWorkerMirroredStrategy with Slurm's cluster resolver (`--strategy mwms`); `auto` picks Horovod
 when importable and several ranks run, else MWMS under Slurm, else a single worker. Prints per-step
 lines and a total in tf_cnn_benchmarks' format (`total images/sec: X`), global over all workers.
+
+The batch per worker is --batch-size, or with --global-batch-size G, int(G / workers) as
+CARAML's resnet50_benchmark.xml computes batch_size_per_device. --data-dir names a folder of
+ImageNet TFRecords as tf_cnn_benchmarks reads them (train-*-of-*: image/encoded JPEG,
+image/class/label 1…1000), each worker reading its share of the files; without it the images
+are random (synthetic, as CARAML's `synthetic` tag).
 """
 
 import argparse
@@ -28,6 +34,36 @@ def slurm_tf_config():
     workers = ["%s:%d" % (h, base + i) for i, h in enumerate(workers)]
     rank = int(os.environ.get("SLURM_PROCID", os.environ.get("RANK", "0")))
     return json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": rank}})
+
+
+def per_device_batch(batch_size, global_batch_size, workers):
+    """CARAML's batch_size_per_device = int(global_batch_size / total_devices) when a global batch
+    is given (> 0), else BATCH_SIZE per worker."""
+    if global_batch_size > 0:
+        return max(int(global_batch_size / workers), 1)
+    return batch_size
+
+
+def imagenet(data_dir, batch, image_size, shard, shards):
+    """ImageNet TFRecords as tf_cnn_benchmarks reads them: JPEG decoded, resized to the image
+    size, scaled to [0, 1]; labels 1…1000 made 0…999. Files split over the workers by index."""
+    import tensorflow as tf
+    files = tf.io.gfile.glob(os.path.join(data_dir, "train-*-of-*"))
+    if not files:
+        raise SystemExit("tf-resnet50: no ImageNet TFRecords (train-*-of-*) in data_dir %s" % data_dir)
+    files = sorted(files)[shard::shards] or sorted(files)
+    features = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
+                "image/class/label": tf.io.FixedLenFeature([], tf.int64)}
+
+    def parse(record):
+        example = tf.io.parse_single_example(record, features)
+        image = tf.io.decode_jpeg(example["image/encoded"], channels=3)
+        image = tf.image.resize(tf.cast(image, tf.float32) / 255.0, (image_size, image_size))
+        return image, tf.cast(example["image/class/label"] - 1, tf.int32) % 1000
+
+    data = tf.data.TFRecordDataset(files, num_parallel_reads=tf.data.AUTOTUNE).repeat()
+    return data.map(parse, num_parallel_calls=tf.data.AUTOTUNE).batch(batch, drop_remainder=True) \
+        .prefetch(tf.data.AUTOTUNE)
 
 
 def pick_strategy(name, world):
@@ -56,6 +92,9 @@ def pick_strategy(name, world):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch-size", type=int, default=64, help="per worker")
+    ap.add_argument("--global-batch-size", type=int, default=0,
+                    help="> 0: per worker int(global / workers), CARAML's rule (overrides --batch-size)")
+    ap.add_argument("--data-dir", default="", help="ImageNet TFRecords (train-*-of-*); empty: synthetic")
     ap.add_argument("--image-size", type=int, default=224)
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
@@ -70,12 +109,17 @@ def main():
     if args.precision != "fp32":
         tf.keras.mixed_precision.set_global_policy(args.precision)
     workers = hvd.size() if hvd else (strategy.num_replicas_in_sync if kind == "mwms" else 1)
+    args.batch_size = per_device_batch(args.batch_size, args.global_batch_size, workers)
     global_batch = args.batch_size * (workers if kind == "mwms" else 1)
     shape = (args.image_size, args.image_size, 3)
     images = tf.random.uniform((args.batch_size,) + shape)
     labels = tf.random.uniform((args.batch_size,), maxval=1000, dtype=tf.int32)
     data = tf.data.Dataset.from_tensors((images, labels)).repeat()
-    if kind == "mwms":
+    if args.data_dir:  # each worker its own files and batches (MWMS: one replica per worker)
+        def real(_context=None):
+            return imagenet(args.data_dir, args.batch_size, args.image_size, rank, world)
+        data = real()
+    elif kind == "mwms":
         data = tf.data.Dataset.from_tensors((tf.random.uniform((global_batch,) + shape),
                                              tf.random.uniform((global_batch,), maxval=1000, dtype=tf.int32))).repeat()
         opts = tf.data.Options()
@@ -102,16 +146,18 @@ def main():
         return loss
 
     if kind == "mwms":
-        batches = iter(strategy.experimental_distribute_dataset(data))
+        batches = iter(strategy.distribute_datasets_from_function(real) if args.data_dir  # a worker's own
+                       else strategy.experimental_distribute_dataset(data))
         train_step = tf.function(lambda x, y: strategy.reduce(
             tf.distribute.ReduceOp.SUM, strategy.run(step, args=(x, y)), axis=None))
     else:
         batches = iter(data)
         train_step = tf.function(step)
     if rank == 0:
-        print("tf-resnet50: TensorFlow %s, strategy %s, %d worker(s), batch %d per worker, image %dx%d, %s, synthetic data"
-              % (tf.__version__, kind, workers, args.batch_size, args.image_size, args.image_size, args.precision),
-              flush=True)
+        source = "ImageNet TFRecords from %s" % args.data_dir if args.data_dir else "synthetic data"
+        print("tf-resnet50: TensorFlow %s, strategy %s, %d worker(s), batch %d per worker, image %dx%d, %s, %s"
+              % (tf.__version__, kind, workers, args.batch_size, args.image_size, args.image_size, args.precision,
+                 source), flush=True)
     times = []
     for i in range(args.warmup + args.steps):
         x, y = next(batches)

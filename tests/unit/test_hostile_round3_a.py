@@ -32,8 +32,10 @@ else:  # pragma: no cover
 pytestmark = pytest.mark.hostile
 
 MB = 1 << 20
-# Generous: each case takes ~0.2 s here; the quadratic pattern took 10 s at 32 KB and hung at 128 KB.
-BOUND_S = 2.0
+# A bound a loaded 2-core CI machine meets with room to spare (about 1 s each here, 2-3 s with
+# both cores busy), and a quadratic pattern cannot: it took 10 s at 32 KB and hung past 60 s at
+# 128 KB, so at 1 MB it would take hours.
+BOUND_S = 15.0
 SHAPES = ["a", "a=", "https://u:p@", "--password ", "k=v,", "Password=x;", "a://", "a://u:", "-9", "x:",
           "--a-b_c", "A1+.-"]
 

@@ -412,3 +412,274 @@ def test_nan_is_written_as_null_and_refused_when_read(tmp_path):
     (tmp_path / "n.json").write_text('{"v": NaN}')
     with pytest.raises(files.BadFile, match="not valid JSON"):
         files.read_json(tmp_path / "n.json")
+
+
+# ---- outputs the user names that are not regular files (round three, D2) ----------------------
+#
+# Writers replace their target by a rename, so a device (`-o /dev/full`), a FIFO, a socket or a
+# folder at a user's -o would be replaced (a device node gone) or fail naming the internal temp
+# file. One property over every writer of a user-named output and every such target: one line,
+# exit 2, naming the user's path, and the target as it was (still the device, FIFO or folder), no
+# temp file left beside it. A missing folder is the same one line. (The rule: files.check_output.)
+
+STANDINS = {  # hpcai sif/sqsh --builder podman, the tools replaced (no engine, image, apptainer or enroot)
+    "podman": '#!/bin/sh\ncase "$1" in\n'
+              '  image) echo \'[{"Id": "sha256:0", "Config": {"Labels": {"hpcai.flavor": "pytorch-cpu"}}}]\' ;;\n'
+              '  save) echo archive > "$5" ;;\n'
+              'esac\n',
+    # apptainer build --notest --force OUT DEF: OUT noted in $STANDIN_LOG, then (once $STANDIN_GO
+    # exists, when set) written
+    "apptainer": '#!/bin/sh\n[ "$1" = build ] || exit 0\nout="$4"\n'
+                 'echo "$out" >> "${STANDIN_LOG:-/dev/null}"\n'
+                 'if [ -n "$STANDIN_GO" ]; then\n'
+                 '  i=0; while [ ! -e "$STANDIN_GO" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n'
+                 'fi\n'
+                 'printf "SIF from %s\\n" "$out" > "$out"\n',
+    # enroot import -o OUT URI: OUT written (refused where it exists, as enroot does), noted in $STANDIN_LOG
+    "enroot": '#!/bin/sh\n[ -e "$3" ] && exit 1\necho sqsh > "$3"\necho "$3" >> "${STANDIN_LOG:-/dev/null}"\n',
+}
+
+
+def _standins(tmp: Path) -> dict[str, str]:
+    """A folder of stand-in podman, apptainer and enroot, and the environment that puts it first on PATH."""
+    folder = tmp / "standins"
+    folder.mkdir(exist_ok=True)
+    for name, text in STANDINS.items():
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o755)
+    return {"PATH": f"{folder}:{os.environ['PATH']}", "HPCAI_WORK_DIR": str(tmp / "w")}
+
+
+@dataclass(frozen=True)
+class Output:
+    name: str
+    suffix: str
+    argv: Callable[[Path, Path], list[str]]  # (tmp, target) -> the CLI's argv writing TARGET
+    records: bool = False  # needs run records in tmp/runs
+    standins: bool = False  # needs stand-in podman and apptainer
+
+
+OUTPUTS = [
+    Output("results export --csv -o", ".csv", lambda t, o: ["results", "export", "--csv", str(t / "runs"), "-o", str(o)],
+           records=True),
+    Output("results export --json -o", ".json",
+           lambda t, o: ["results", "export", "--json", str(t / "runs"), "-o", str(o)], records=True),
+    Output("results plot -o", ".png", lambda t, o: ["results", "plot", str(t / "runs"), "-o", str(o)], records=True),
+    Output("edf -o", ".toml", lambda t, o: ["edf", "img", "-o", str(o)]),
+    Output("sweep --jube", ".xml", lambda t, o: ["sweep", "--jube", str(o), "--nodes", "1", "--site", "generic-slurm",
+                                                "--image", "x.sif", "sanity"]),
+    Output("sif -o", ".sif", lambda t, o: ["sif", "img:1", "--builder", "podman", "-o", str(o)], standins=True),
+    Output("sqsh -o --force", ".sqsh", lambda t, o: ["sqsh", "img:1", "--builder", "podman", "-o", str(o), "--force"],
+           standins=True),
+]
+
+
+def _char_device(path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("making a device node (mknod) needs root; the FIFO and folder cases cover the rule")
+    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # what /dev/null is: harmless if written
+
+
+TARGETS: dict[str, Callable[[Path], None]] = {
+    "character device": _char_device,
+    "FIFO": os.mkfifo,
+    "folder": lambda p: (p.mkdir(), (p / "inside").write_bytes(VICTIM)),
+    "missing folder": lambda p: None,
+}
+
+
+def _state(path: Path) -> tuple:
+    """What is at PATH: its kind and device number, or a folder's files, or nothing."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return ("nothing", os.path.lexists(path.parent))
+    if stat.S_ISDIR(info.st_mode):
+        return ("folder", _snapshot(path))
+    return (stat.S_IFMT(info.st_mode), info.st_rdev)
+
+
+def _cases():
+    for out in OUTPUTS:
+        for kind in TARGETS:
+            yield pytest.param(out, kind, id=f"{out.name}: {kind}")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("out, kind", list(_cases()))
+def test_no_writer_replaces_what_is_not_a_regular_file(tmp_path, hpcai, monkeypatch, out, kind):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("HPCAI_SITE", "")
+    if out.records:
+        _records(tmp_path)
+    if out.standins:
+        for var, value in _standins(tmp_path).items():
+            monkeypatch.setenv(var, value)
+    target = (tmp_path / "missing" if kind == "missing folder" else tmp_path) / f"out{out.suffix}"
+    TARGETS[kind](target)
+    before = _state(target)
+
+    res = hpcai(*out.argv(tmp_path, target))
+
+    lines = res.stderr.strip().splitlines()
+    assert res.exit_code == 2 and "Traceback" not in res.stderr, res
+    assert len(lines) == 1 and lines[0].startswith("error: ") and str(target) in lines[0], res.stderr
+    assert ".tmp" not in lines[0] and ".part" not in lines[0], lines[0]  # the user's name, not a temp file's
+    assert _state(target) == before, f"{target} was changed"
+    assert not [p.name for p in target.parent.glob(f".{target.name}.*")] if target.parent.is_dir() else True
+
+
+def test_the_same_writers_still_write_a_new_file_and_replace_a_regular_one(tmp_path, hpcai, monkeypatch):
+    """The refusal above is for what is not a file: a new name or a regular file is still written."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("HPCAI_SITE", "")
+    _records(tmp_path)
+    for var, value in _standins(tmp_path).items():
+        monkeypatch.setenv(var, value)
+    for out in OUTPUTS:
+        target = tmp_path / f"out{out.suffix}"
+        for _ in ("new", "over the first"):
+            res = hpcai(*out.argv(tmp_path, target))
+            assert res.exit_code == 0, (out.name, res.stderr)
+            assert target.is_file() and target.stat().st_size > 0, out.name
+        assert sorted(p.name for p in tmp_path.glob(".out*")) == [], out.name
+
+
+@pytest.mark.parametrize("make", ["socket", "FIFO", "folder"])
+def test_write_atomic_refuses_what_is_not_a_file_and_names_the_path(tmp_path, make):
+    import socket
+
+    target = tmp_path / "t"
+    if make == "socket":
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(target))
+        sock.close()
+    elif make == "FIFO":
+        os.mkfifo(target)
+    else:
+        target.mkdir()
+    mode = os.lstat(target).st_mode
+    with pytest.raises(files.BadFile) as info:
+        files.write_atomic(target, "x", None, "-o")
+    assert str(info.value).startswith(f"-o {target}: is a ") and "\n" not in str(info.value)
+    assert os.lstat(target).st_mode == mode and sorted(p.name for p in tmp_path.iterdir()) == ["t"]
+
+
+def test_write_atomic_errors_name_the_users_path_not_the_temp_file(tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    for path, words in ((tmp_path / "a-file" / "out.csv", "cannot be written"),
+                        (tmp_path / "nowhere" / "out.csv", "does not exist")):
+        with pytest.raises(files.BadFile) as info:
+            files.write_atomic(path, "x", None, "-o")
+        assert str(path) in str(info.value) and words in str(info.value) and ".tmp" not in str(info.value)
+
+
+def test_names_hpcai_owns_keep_their_rule(tmp_path):
+    """over_link (a record's own file): whatever is at the name is replaced, as before."""
+    os.mkfifo(tmp_path / "status.json")
+    files.write_atomic(tmp_path / "status.json", "{}", over_link=True)
+    assert (tmp_path / "status.json").read_text() == "{}"
+
+
+# ---- conversions: a private temp file each (round three, D3) -----------------------------------
+#
+# `hpcai sif` built to the fixed name OUT.part with --force: a user's own OUT.part was overwritten
+# and then deleted (on success, failure or Ctrl-C), and two conversions to one OUT wrote one temp
+# file. Each conversion now writes into a private folder of its own beside OUT (files.aside_dir).
+# These tests replace podman and apptainer with stand-ins (STANDINS: a real conversion of the
+# 1.4 GB test image takes minutes; the integration tests, `pytest tests/integration -k sif`, run
+# the real one, Ctrl-C included). They run the CLI as a subprocess: signals, concurrency.
+
+def _sif_proc(hpcai_exe: list[str], tmp: Path, out: Path, **env: str) -> subprocess.Popen:
+    return subprocess.Popen([*hpcai_exe, "sif", "img:1", "--builder", "podman", "-o", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **_standins(tmp), "HPCAI_SITE": "", **env})
+
+
+def _wait_lines(path: Path, count: int, procs: list[subprocess.Popen]) -> list[str]:
+    import time
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        lines = path.read_text().splitlines() if path.exists() else []
+        if len(lines) >= count:
+            return lines
+        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+        time.sleep(0.05)
+    raise AssertionError(f"the stand-in apptainer did not start {count} time(s)")
+
+
+@pytest.mark.timeout(120)
+def test_two_conversions_to_one_output_never_share_a_temp_file(tmp_path, hpcai_exe):
+    out, keep = tmp_path / "mp.sif", tmp_path / "mp.sif.part"
+    keep.write_text("KEEP\n")
+    log, go = tmp_path / "apptainer.log", tmp_path / "go"
+    procs = [_sif_proc(hpcai_exe, tmp_path, out, STANDIN_LOG=str(log), STANDIN_GO=str(go)) for _ in range(2)]
+    try:
+        parts = [Path(p) for p in _wait_lines(log, 2, procs)]  # both are in apptainer at once
+        assert parts[0] != parts[1] and parts[0].parent != parts[1].parent
+        for part in parts:
+            assert part.parent.parent == tmp_path and part.name == "mp.sif", part
+            assert part.parent.name.startswith(".mp.sif.") and part.parent.name.endswith(".part"), part
+            assert stat.S_IMODE(part.parent.stat().st_mode) == 0o700
+        go.touch()
+        results = [p.communicate(timeout=60) for p in procs]
+    finally:
+        for p in procs:
+            p.kill() if p.poll() is None else None
+    assert [p.returncode for p in procs] == [0, 0], results
+    assert out.read_text() in {f"SIF from {part}\n" for part in parts}
+    assert keep.read_text() == "KEEP\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["apptainer.log", "go", "mp.sif", "mp.sif.part", "standins",
+                                                          "w"]
+    assert sorted(p.name for p in (tmp_path / "w" / "sif").iterdir()) == []  # each work folder went too
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_during_a_conversion_keeps_the_users_part_file(tmp_path, hpcai_exe):
+    import signal
+
+    out, keep = tmp_path / "mp.sif", tmp_path / "mp.sif.part"
+    keep.write_text("KEEP\n")
+    log = tmp_path / "apptainer.log"
+    proc = _sif_proc(hpcai_exe, tmp_path, out, STANDIN_LOG=str(log), STANDIN_GO=str(tmp_path / "never"))
+    try:
+        (part,) = _wait_lines(log, 1, [proc])
+        assert Path(part).parent.is_dir()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill() if proc.poll() is None else None
+    assert proc.returncode == 130, err
+    assert keep.read_text() == "KEEP\n" and not out.exists() and not Path(part).parent.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["apptainer.log", "mp.sif.part", "standins", "w"]
+
+
+def test_a_successful_or_failed_conversion_keeps_the_users_part_file(tmp_path, hpcai, monkeypatch):
+    for var, value in _standins(tmp_path).items():
+        monkeypatch.setenv(var, value)
+    out, keep = tmp_path / "mp.sif", tmp_path / "mp.sif.part"
+    keep.write_text("KEEP\n")
+    res = hpcai("sif", "img:1", "--builder", "podman", "-o", str(out))
+    assert res.exit_code == 0 and res.stdout.strip() == str(out), res
+    assert out.read_text().startswith("SIF from ") and keep.read_text() == "KEEP\n"
+    (tmp_path / "standins" / "apptainer").write_text("#!/bin/sh\necho 'FATAL: no'\nexit 1\n")
+    res = hpcai("sif", "img:1", "--builder", "podman", "-o", str(tmp_path / "mp2.sif"))
+    assert res.exit_code == 1 and "apptainer failed converting img:1" in res.stderr, res
+    assert keep.read_text() == "KEEP\n" and not (tmp_path / "mp2.sif").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mp.sif", "mp.sif.part", "standins", "w"]
+
+
+def test_sqsh_never_removes_the_users_part_file(tmp_path, hpcai, monkeypatch):
+    """`hpcai sqsh` removed a stale OUT.part before importing (enroot refuses to overwrite): a user's."""
+    for var, value in _standins(tmp_path).items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setenv("STANDIN_LOG", str(tmp_path / "enroot.log"))
+    out, keep = tmp_path / "x.sqsh", tmp_path / "x.sqsh.part"
+    keep.write_text("KEEP\n")
+    res = hpcai("sqsh", "img:1", "--builder", "podman", "-o", str(out))
+    assert res.exit_code == 0, res
+    (part,) = (tmp_path / "enroot.log").read_text().split()
+    assert Path(part).parent.name.startswith(".x.sqsh.") and Path(part).parent.parent == tmp_path
+    assert out.read_text() == "sqsh\n" and keep.read_text() == "KEEP\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["enroot.log", "standins", "x.sqsh", "x.sqsh.part"]

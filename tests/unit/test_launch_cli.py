@@ -105,7 +105,9 @@ def test_submit_no_submit_writes_script(hpcai, tmp_path):
 def test_sites_and_doctor(hpcai):
     res = hpcai("sites", "list", "--json")
     names = [s["name"] for s in json.loads(res.stdout)]
-    assert names == ["cray-ex-amd", "cray-ex-nvidia", "cscs-alps", "generic-ib", "generic-slurm", "jsc-ib", "local"]
+    assert names == ["cray-ex-amd", "cray-ex-nvidia", "cscs-alps", "generic-ib", "generic-slurm", "jedi", "jsc-ib",
+                     "jureca-a100", "jureca-gc200", "jureca-gh200", "jureca-h100", "jureca-mi250", "jureca-waih100",
+                     "local"]
     show = json.loads(hpcai("sites", "show", "jsc-ib", "--json").stdout)
     assert show["master_addr_suffix"] == "i" and show["mpi"] == "pspmix"
     text = hpcai("sites", "show", "cray-ex-nvidia")

@@ -148,7 +148,7 @@ def test_workflow_values_match_their_sources():
         ("512", "amp", "ViT-L-14", "3200000", "1")
     mg = values["megatron-gpt", "caraml"]
     assert (mg["model_size"], mg["micro_batch_size"], mg["global_batch_size"], mg["seq_len"], mg["precision"]) == \
-        ("800M", "4", "512", "2048", "fp16")
+        ("800M", "4", "32", "2048", "fp16")
     wt = values["hf-clm", "wikitext2"]
     assert (wt["model"], wt["pretrained"], wt["dataset"], wt["batch_size"], wt["seq_len"], wt["epochs"],
             wt["eval"], wt["lr"], wt["seed"], wt["precision"]) == \

@@ -8,7 +8,8 @@ from test_plan_helpers import FakeHost
 from hpcai.run import site
 from hpcai.errors import UsageError
 
-ALL = ["cray-ex-amd", "cray-ex-nvidia", "cscs-alps", "generic-ib", "generic-slurm", "jsc-ib", "local"]
+ALL = ["cray-ex-amd", "cray-ex-nvidia", "cscs-alps", "generic-ib", "generic-slurm", "jedi", "jsc-ib", "jureca-a100",
+       "jureca-gc200", "jureca-gh200", "jureca-h100", "jureca-mi250", "jureca-waih100", "local"]
 
 
 def test_every_packaged_site_validates():

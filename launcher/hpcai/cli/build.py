@@ -146,7 +146,9 @@ def render_cmd(
         from hpcai.image.context import prepare_context
 
         prepare_context(spec, context_dir, bootstrap)  # its def as printed
-    typer.echo(text, nl=False)
+    from hpcai.output import plain
+
+    typer.echo(plain(text), nl=False)  # a rendered file on stdout: shown, never run by a terminal
 
 
 @_with_spec_options

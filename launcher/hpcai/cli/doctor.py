@@ -83,11 +83,14 @@ def register(app: typer.Typer) -> None:
 
             emit_json({"site": site, "checks": [{"name": w, "found": f, "hint": h} for w, f, h in rows]})
             return
+        from rich.markup import escape
         from rich.table import Table
 
-        from hpcai.console import out
+        from hpcai.console import out, plain
 
-        table = Table("check", "found", "when missing", title=f"hpcai doctor — detected site: {site}")
-        for what, found, hint in rows:
-            table.add_row(what, f"[green]{found}[/]" if found else "[red]missing[/]", "" if found else hint)
+        title = f"hpcai doctor — detected site: {escape(plain(site))}"
+        table = Table("check", "found", "when missing", title=title)
+        for what, found, hint in rows:  # FOUND: a tool's own version line, shown as text
+            shown = f"[green]{escape(plain(found))}[/]" if found else "[red]missing[/]"
+            table.add_row(what, shown, "" if found else hint)
         out.print(table)

@@ -27,15 +27,16 @@ def register(app: typer.Typer) -> None:
         """Write a Container Engine environment definition file (EDF TOML) for IMAGE."""
         import os
 
-        from hpcai.output import emit, say
+        from hpcai.output import emit, plain, say
         from hpcai.run import edf
-        from hpcai.run.plan import merge_binds, parse_binds, parse_env
+        from hpcai.run.plan import check_rank_vars, merge_binds, parse_binds, parse_env
         from hpcai.run.site import Host, load_site, site_binds
         from hpcai.run.slingshot import profile_env
 
         profile = load_site(site)
         user_env = parse_env(tuple(env), dict(os.environ))
         site_b, _ = site_binds(profile, Host())
+        check_rank_vars(profile.env, f"site {profile.name}: env")  # as launch: ranks set their own
         site_env = {**profile_env(profile.fabric_profile, profile.gpu), **profile.env}
         if hooks:
             site_b, site_env = edf.without_swap(profile, site_b, site_env)
@@ -62,4 +63,4 @@ def register(app: typer.Typer) -> None:
             from hpcai.errors import UsageError
 
             raise UsageError(f"-o {output}: cannot be written ({exc.strerror or exc})") from None
-        say(f"wrote {output}: srun --environment={os.path.abspath(output)} …")
+        say(f"wrote {plain(output, lines=False)}: srun --environment={plain(os.path.abspath(output), lines=False)} …")

@@ -157,8 +157,9 @@ def _fail(message: str, code: int, fast_exit: bool = False) -> None:
 
     from hpcai.console import err, plain
 
-    # the message echoes what the user gave: shown as text (no markup, no terminal control)
-    err.print(f"[bold red]error:[/] {escape(plain(message))}", markup=True, highlight=False, soft_wrap=True)
+    # the message echoes what the user gave: shown as text (no markup, no terminal control), on one line
+    err.print(f"[bold red]error:[/] {escape(plain(message, lines=False))}", markup=True, highlight=False,
+              soft_wrap=True)
     _exit(code, fast_exit)
 
 

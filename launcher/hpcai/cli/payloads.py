@@ -82,7 +82,7 @@ def list_cmd(
     """List payloads: what each measures, its headline metric and the flavors it supports."""
     from rich.table import Table
 
-    from hpcai.console import out
+    from hpcai.console import cell, out
     from hpcai.output import emit_json
 
     if image:
@@ -90,13 +90,13 @@ def list_cmd(
         if as_json:
             emit_json(entries)
             return
-        table = Table(title=f"payloads in {image}")
+        table = Table(title=cell(f"payloads in {image}"))  # the image's own text: shown, never markup or control
         for col in ("payload", "headline", "variables", "description"):
             table.add_column(col)
         for e in entries:
-            table.add_row(e["name"], e.get("headline") or "-",
-                          " ".join(f"{k}={v}" for k, v in sorted(e.get("vars", {}).items())),
-                          e.get("description", ""))
+            table.add_row(*map(cell, (e["name"], e.get("headline") or "-",
+                                      " ".join(f"{k}={v}" for k, v in sorted(e.get("vars", {}).items())),
+                                      e.get("description", ""))))
         out.print(table)
         return
     manifests = _manifests(flavor)
@@ -108,7 +108,7 @@ def list_cmd(
     for col in ("payload", "measures", "headline metric", "flavors", "geometry"):
         table.add_column(col, overflow="fold")
     for m in manifests:
-        table.add_row(m.name, m.description, _headline(m), ", ".join(m.flavors), m.geometry)
+        table.add_row(*map(cell, (m.name, m.description, _headline(m), ", ".join(m.flavors), m.geometry)))
     out.print(table)
 
 
@@ -119,9 +119,10 @@ def show_cmd(
     """Show one payload: variables and defaults, profiles, metrics, sanity patterns, flavors."""
     import shlex
 
+    from rich.markup import escape
     from rich.table import Table
 
-    from hpcai.console import out
+    from hpcai.console import cell, out
     from hpcai.output import emit_json
     from hpcai.payloads import load_payload
 
@@ -130,9 +131,9 @@ def show_cmd(
         raw = {k: v for k, v in m.raw.items() if not k.startswith("_")}
         emit_json(dict(raw, name=m.name, command=m.benchmark_argv()))  # valid JSON: a nan default is null
         return
-    out.print(f"[bold]{m.name}[/]: {m.description}")
+    out.print(f"[bold]{escape(m.name)}[/]: {escape(m.description)}")  # a manifest's text: never markup
     out.print(f"flavors: {', '.join(m.flavors)}    geometry: {m.geometry}    "
-              f"parser: {m.parser or '-'}{'    synthetic data' if m.synthetic else ''}")
+              f"parser: {m.parser or '-'}{'    synthetic data' if m.synthetic else ''}", markup=False)
     for family, steps in sorted(m.install.items()):
         out.print(f"install [{family}]: build={steps.build or '-'} runtime={steps.runtime or '-'}",
                   markup=False)
@@ -142,7 +143,7 @@ def show_cmd(
         for col in ("variable", "default", "choices", "help"):
             vt.add_column(col, overflow="fold")
         for v in m.variables:
-            vt.add_row(v.name, str(v.default), ", ".join(v.choices), v.help)
+            vt.add_row(*map(cell, (v.name, str(v.default), ", ".join(v.choices), v.help)))
         out.print(vt)
     for prof, layer in m.raw.get("profiles", {}).items():
         _print_profile(m, prof, layer)
@@ -151,7 +152,7 @@ def show_cmd(
         mt.add_column(col, overflow="fold")
     for x in m.metrics:
         source = f"{x.file}: {x.key}" if x.file else f"regex, {x.reduce}"
-        mt.add_row(x.name, x.unit, x.better, "yes" if x.headline else "", source)
+        mt.add_row(*map(cell, (x.name, x.unit, x.better, "yes" if x.headline else "", source)))
     out.print(mt)
     for pattern in m.sanity:
         out.print(f"sanity: {pattern}", markup=False)
@@ -162,7 +163,7 @@ def _print_profile(m, prof: str, layer: dict) -> None:
     the source's value beside each, with the scheduler options it adds ([launch.<profile>])."""
     from rich.table import Table
 
-    from hpcai.console import out
+    from hpcai.console import cell, out
 
     source = dict(m.raw.get("sources", {}).get(prof, {}))
     srun = m.srun_args((prof,))
@@ -170,15 +171,15 @@ def _print_profile(m, prof: str, layer: dict) -> None:
         out.print(f"profile {prof}: " + " ".join(f"{k}={v}" for k, v in layer.items()), markup=False)
         return
     cite = source.pop("cite", "")
-    table = Table(title=f"profile {prof}" + (f" — as {cite}" if cite else ""), title_justify="left")
+    table = Table(title=cell(f"profile {prof}" + (f" — as {cite}" if cite else "")), title_justify="left")
     for col in ("setting", f"--profile {prof}", "source"):
         table.add_column(col, overflow="fold")
     launcher = source.pop("launcher", "") if srun else ""
     for key in [*layer, *(k for k in source if k not in layer)]:
-        table.add_row(key, str(layer[key]).lower() if isinstance(layer.get(key), bool) else str(layer.get(key, "")),
-                      source.get(key, ""))
+        table.add_row(*map(cell, (key, str(layer[key]).lower() if isinstance(layer.get(key), bool)
+                                  else str(layer.get(key, "")), source.get(key, ""))))
     if srun:
-        table.add_row("srun options", " ".join(srun), launcher)
+        table.add_row(*map(cell, ("srun options", " ".join(srun), launcher)))
     out.print(table)
 
 

@@ -42,7 +42,7 @@ def _print_table(table) -> None:
     if out.is_terminal:
         out.print(table)
     else:  # Console.print(width=) can only narrow, so a wide console for pipes and files
-        Console(width=250, highlight=False, color_system=None).print(table)
+        Console(width=250, highlight=False, color_system=None, emoji=False).print(table)
 
 
 def _fmt(value: float | None) -> str:
@@ -55,9 +55,14 @@ def _fmt(value: float | None) -> str:
 
 def _fact(name: str, value: str) -> str:
     """A --var run fact as given; one that reads as a number (seq_len=1024, n_params=124e6) must be
-    a finite one, by the rule payload variables follow (1e400 or nan would make TFLOP/s fail)."""
+    a finite one, by the rule payload variables follow (1e400 or nan would make TFLOP/s fail), and
+    one the derived figures compute with (tflops.POSITIVE: a length, a count, a size) more than 0."""
     from hpcai.payloads import check_number
+    from hpcai.results import tflops
 
+    if name in tflops.POSITIVE:
+        tflops.check_fact(f"--var {name}", name, value)
+        return value
     try:
         float(value)
     except ValueError:
@@ -91,6 +96,10 @@ def parse_cmd(
         if not sep or not key:
             raise UsageError(f"--var must look like NAME=VALUE, got {item!r}")
         facts[key] = _fact(key, value)
+    if gpus is not None:  # the GPUs of the run: a count, from 1 (the rule of the --var facts)
+        from hpcai.results import tflops
+
+        tflops.check_fact("--gpus", "gpus", str(gpus))
     if facts or gpus:
         from hpcai.results import tflops
 
@@ -240,7 +249,7 @@ def plot_cmd(
     for line in notes:  # values that are not finite numbers: left out, and said so
         err.print(f"note: {plain(line)}", markup=False, highlight=False, soft_wrap=True)
     plot.save(fig, output)
-    err.print(f"wrote {output} ({plot.series_count(fig)} series)", soft_wrap=True, markup=False)
+    err.print(f"wrote {plain(output, lines=False)} ({plot.series_count(fig)} series)", soft_wrap=True, markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -13,10 +13,7 @@ from pathlib import Path
 
 import typer
 
-from hpcai.run.options import SWEEP, Opt, command, plan_fields
-
-JUBE = Opt("jube", ("--jube",), help="Write the sweep as a JUBE benchmark FILE.xml (run it with `jube run`) "
-                                     "and run nothing; -o: where JUBE puts its runs.")
+from hpcai.run.options import SWEEP, command, plan_fields
 
 
 def sweep(payload: str, nodes: str, var: list[str] | None, repeat: int, output_dir: str | None, dry_run: bool,
@@ -100,4 +97,4 @@ def _wait(runs: list[dict], folder: Path, timeout_s: float | None) -> None:
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app, its options from hpcai/options.py."""
     payload = ("payload", typer.Argument(..., help="Payload to run at every point."), str)
-    app.command("sweep", rich_help_panel="Launch")(command(sweep, (*SWEEP, JUBE), payload))
+    app.command("sweep", rich_help_panel="Launch")(command(sweep, SWEEP, payload))

@@ -224,14 +224,14 @@ def part_path(output: Path) -> Path:
     return output.with_name(output.name + ".part")
 
 
-def apptainer_argv(tool: str, output: Path, no_cache: bool = False) -> list[str]:
+def apptainer_argv(tool: str, output: Path, no_cache: bool = False, part: Path | None = None) -> list[str]:
     """`apptainer build --fakeroot --force OUT.sif.part hpcai.def`, run in the context folder (the
     def's %files name paths relative to it). --fakeroot: %post and %test run as root inside a user
     namespace (this user's /etc/subuid range), the one way they run for a user without root, and
     for root too where Apptainer is not setuid. %test runs at the end (no --notest): a SIF whose
     entrypoint --check or self-test fails is never written."""
     return [tool, "build", "--fakeroot", "--force", *(["--disable-cache"] if no_cache else []),
-            operand("-o/--output", part_path(output)), "hpcai.def"]
+            operand("-o/--output", part or part_path(output)), "hpcai.def"]
 
 
 @dataclass
@@ -273,21 +273,20 @@ def traced_step(command: str, steps: Sequence) -> int:
 
 def run_apptainer_build(spec: ImageSpec, tool: str, context: Path, output: Path,
                         no_cache: bool = False) -> BuildResult:
-    """Build OUTPUT (a SIF) from the context's def with apptainer: written as OUTPUT.part and
-    renamed once the build and %test passed; a failure or Ctrl-C leaves no .part behind."""
+    """Build OUTPUT (a SIF) from the context's def with apptainer: written into a private folder
+    beside OUTPUT (files.aside_dir, unique to this build) and renamed once the build and %test
+    passed; a failure or Ctrl-C leaves nothing behind, and a user's OUTPUT.part is never touched."""
+    from hpcai import files
     from hpcai.image.render import builder_steps, final_steps, payload_hooks
 
     hooks = payload_hooks(spec)
     progress = ApptainerProgress([*builder_steps(spec, hooks), *final_steps(spec, hooks)])
-    argv = apptainer_argv(tool, output, no_cache)
-    log, part = log_path(spec.tag), part_path(output)
-    try:
+    log = log_path(spec.tag)
+    with files.aside_dir(output, "-o/--output") as part:
+        argv = apptainer_argv(tool, output, no_cache, part.absolute())
         rc, tail, seconds = stream(argv, log, str(output), progress.see, cwd=context)
         if rc != 0:
             if any("/etc/subuid" in line for line in tail):
                 raise HpcaiError(f"build failed at {progress.phase}: {SUBID_HINT}; full log: {log}")
             _fail(spec, progress.phase, tail, log)
-        part.replace(output)
-    finally:
-        part.unlink(missing_ok=True)
     return BuildResult(spec.tag, log, len(progress.steps), 0, seconds)

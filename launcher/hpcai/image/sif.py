@@ -6,9 +6,13 @@ run|test|run-help` behave the same whichever way a SIF was made. Docker images a
 from the daemon (Bootstrap: docker-daemon); Podman has no daemon, so its image is saved to a
 docker-archive first (Bootstrap: docker-archive). Built with --notest: %test would need
 --fakeroot where Apptainer is not setuid (root included), and the image was checked when it was
-built; `apptainer test X.sif` runs it at any time. The SIF is written as OUT.sif.part and renamed,
-so the final name never holds a half-written file. SIF file names never contain ':' (Slurm's and
-Apptainer's own argument syntax splits on it).
+built; `apptainer test X.sif` runs it at any time. The SIF is written into a private folder of
+its own beside OUT (hpcai.files.aside_dir: `.OUT.XXXXXXXX.part/OUT`, unique to the conversion) and
+renamed once complete, so the final name never holds a half-written file, two conversions to one
+OUT never share a temp file, and a user's own OUT.part is never touched; the def goes in a work
+folder unique to the conversion too. (--dry-run shows the steps with OUT.part standing for that
+name.) OUT must be a regular file or nothing: a folder, device or FIFO there is refused. SIF file
+names never contain ':' (Slurm's and Apptainer's own argument syntax splits on it).
 """
 
 from __future__ import annotations
@@ -39,20 +43,32 @@ def sif_name(image: str) -> str:
 
 
 def work_folder(output: Path) -> Path:
-    """The conversion's own folder (the def, Podman's archive): build/sif/<SIF name>, emptied
-    first and removed after, as a build context is."""
+    """The conversion's folder (the def, Podman's archive) as --dry-run shows it: build/sif/<SIF
+    name>. A conversion makes its own, unique, beside it (new_work_folder)."""
     from hpcai.image.build import work_dir
 
     return work_dir() / "sif" / output.name
 
 
-def commands(image: str, output: Path, builder: str, tool: str, folder: Path) -> list[list[str]]:
-    """The token lists that produce `output` (written as output.part) from `image`, with the def
-    in `folder` (and Podman's archive there too)."""
+def new_work_folder(output: Path) -> Path:
+    """A new folder for one conversion: build/sif/<SIF name>.XXXXXXXX (mkdtemp), so two
+    conversions to one name never remove each other's def or archive; removed after."""
+    import tempfile
+
+    base = work_folder(output).parent
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{output.name}.", dir=base))
+
+
+def commands(image: str, output: Path, builder: str, tool: str, folder: Path,
+             part: Path | None = None) -> list[list[str]]:
+    """The token lists that produce `output` from `image`, written as PART (the conversion's
+    private temp file; default, as --dry-run shows it: output.part), with the def in `folder`
+    (and Podman's archive there too)."""
     from hpcai.image.build import part_path
 
     # Format: apptainer build --notest --force OUT.sif.part DEF   (paths made never to read as options)
-    build = [tool, "build", "--notest", "--force", operand("-o/--output", part_path(output)),
+    build = [tool, "build", "--notest", "--force", operand("-o/--output", part or part_path(output)),
              operand("the work folder", folder / DEF_NAME)]
     if builder == "podman":
         return [["podman", "save", "--format", "docker-archive", "-o", operand("the work folder", folder / "image.tar"),
@@ -100,32 +116,31 @@ def convert(image: str, output: Path | None, builder: str, dry_run: bool = False
         return output
     tool = converter()
     check_engine(builder)
-    definition = conversion_def(image, builder, folder)  # refuses bad input before anything is written
-    _run(image, output, builder, tool, folder, definition)
+    folder = new_work_folder(output)
+    try:
+        definition = conversion_def(image, builder, folder)  # refuses bad input before anything is written
+        _run(image, output, builder, tool, folder, definition)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     out.print(str(output), markup=False)
     return output
 
 
 def _run(image: str, output: Path, builder: str, tool: str, folder: Path, definition: str) -> None:
-    """Write the def, run the commands (their output into build/logs/<SIF name>.log, a status
-    line on stderr), rename OUT.part to OUT; the work folder and any .part go whatever happens
-    (a failed step, Ctrl-C)."""
+    """Write the def into FOLDER, run the commands (their output into build/logs/<SIF name>.log,
+    a status line on stderr) writing the SIF into a private folder beside OUT (files.aside_dir),
+    renamed to OUT once complete; that folder goes whatever happens (a failed step, Ctrl-C)."""
+    from hpcai import files
     from hpcai.console import err
-    from hpcai.image.build import log_path, part_path, stream
+    from hpcai.image.build import log_path, stream
 
-    part, log = part_path(output), log_path(output.name)
-    shutil.rmtree(folder, ignore_errors=True)  # hpcai's own work folder (a killed run may have left it)
-    folder.mkdir(parents=True)
-    try:
+    log = log_path(output.name)
+    with files.aside_dir(output, "-o/--output") as part:  # a folder, device or FIFO at OUT: refused here
         (folder / DEF_NAME).write_text(definition)
-        for i, argv in enumerate(commands(image, output, builder, tool, folder)):
+        for i, argv in enumerate(commands(image, output, builder, tool, folder, part)):
             err.print(f"$ {shlex.join(argv)}", markup=False, highlight=False)
             rc, tail, _ = stream(argv, log, output.name, lambda line: line, append=i > 0)
             if rc != 0:
                 for line in tail:
                     err.print(line, markup=False, highlight=False, soft_wrap=True)
                 raise HpcaiError(f"{argv[0]} failed converting {image}; full log: {log}")
-        part.replace(output)
-    finally:
-        part.unlink(missing_ok=True)
-        shutil.rmtree(folder, ignore_errors=True)

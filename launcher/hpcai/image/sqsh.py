@@ -54,18 +54,21 @@ def _check_output(output: Path, force: bool) -> None:
     if output.suffix not in SUFFIXES:
         raise UsageError(f"output {output}: name it *.sqsh or *.squashfs (pyxis and hpcai tell an image file "
                          "from an image name by that)")
-    if output.is_dir():
-        raise UsageError(f"output {output} is a folder; give a file name")
+    from hpcai.files import check_output
+
+    # a link, folder, device, FIFO or socket there, or no folder for it: refused, --force or not
+    check_output(output, "-o/--output")
     if output.exists() and not force:
         raise UsageError(f"output {output} exists; remove it, give another -o, or pass --force")
-    if not output.parent.is_dir():
-        raise UsageError(f"output folder {output.parent} does not exist")
 
 
 def convert(image: str, output: Path | None, builder: str, force: bool = False, dry_run: bool = False) -> Path:
     """Write OUTPUT (default: sqsh_name(image) here) from the local image, atomically: enroot
-    writes OUTPUT.part, renamed once complete, so a failed or interrupted import leaves no
-    half-written image under the final name."""
+    writes into a private folder beside it (hpcai.files.aside_dir: `.OUTPUT.XXXXXXXX.part/OUTPUT`,
+    unique to the import; --dry-run shows OUTPUT.part for it), renamed once complete, so a failed
+    or interrupted import leaves no half-written image under the final name, two imports to one
+    OUTPUT never share a temp file, and a user's own OUTPUT.part is never touched. A folder,
+    device or FIFO at OUTPUT is refused, --force or not."""
     from hpcai.console import err, out
 
     output = output or Path(sqsh_name(image))
@@ -80,18 +83,15 @@ def convert(image: str, output: Path | None, builder: str, force: bool = False, 
     if not shutil.which("enroot"):
         raise UsageError("enroot is not installed; install it (https://github.com/NVIDIA/enroot/blob/main/doc/"
                          "installation.md) or run `hpcai sqsh` where it is (tests/infra/enroot-pyxis-up.sh here)")
+    from hpcai import files
     from hpcai.image.engine import image_labels
 
     image_labels(builder, image)  # exit 2, listing the local images, when it is not there
-    part.unlink(missing_ok=True)  # enroot refuses to overwrite: a stale part from a killed import
-    try:
-        for argv in cmds:
+    with files.aside_dir(output, "-o/--output") as private:  # new and empty: enroot's -o must not exist
+        for argv in commands(image, private, builder):
             err.print(f"$ {shlex.join(argv)}", markup=False)
             if subprocess.run(argv, check=False, stdin=subprocess.DEVNULL).returncode != 0:
                 raise HpcaiError(f"enroot failed importing {image} (command: {shlex.join(argv)})")
-        part.replace(output)
-    finally:
-        part.unlink(missing_ok=True)
     out.print(str(output), markup=False)
     return output
 

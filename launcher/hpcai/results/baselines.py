@@ -33,6 +33,10 @@ else:  # pragma: no cover
 from hpcai.errors import UsageError
 
 _PLAN_KEYS = ("nodes", "ntasks_per_node", "gpus_per_node")
+# The smallest value each plan key takes in a record (a CPU-only run has gpus_per_node 0); a
+# condition is compared with the record's value as text, so it is written as plain digits.
+_PLAN_MIN = {"nodes": 1, "ntasks_per_node": 1, "gpus_per_node": 0}
+_DIGITS = re.compile(r"0|[1-9][0-9]{0,5}")
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,10 @@ class Configuration:
 #   system: a non-empty name, a table of metric -> [value, lower, upper, unit] | [value, unit]
 #   value: a finite number > 0 (bounds and ratios are fractions of it)
 #   lower: finite, -1 <= lower <= 0; upper: finite, >= 0; not both 0 (only the exact value passed)
-#   unit: text
+#   unit: text, the metric's unit where the payload's manifest declares one ([metrics.<name>].unit)
+#   payload: a payload of the registry (payloads/<name>/payload.toml)
+#   conditions: nodes, ntasks_per_node (whole numbers from 1), gpus_per_node (from 0), written as
+#     plain digits; or one of the payload's variables, with a value `hpcai launch` takes for it
 #   weights: a table of configurations that references names -> a finite number > 0
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _SHAPE = "[value, lower, upper, unit] (or [value, unit])"
@@ -150,6 +157,8 @@ def _configuration(source: str, key: str, body: Any, weight: float) -> Configura
         raise UsageError(f"{source}: {where}: the configuration must start with a payload name")
     payload, *conds = key.split()
     conditions = _conditions(source, where, conds)
+    manifest = _manifest(source, where, payload)
+    _check_conditions(source, where, manifest, conditions)
     systems = {}
     for system, metrics in body.items():
         at = _key("references", key, system)
@@ -159,7 +168,51 @@ def _configuration(source: str, key: str, body: Any, weight: float) -> Configura
             raise UsageError(f"{source}: {at}: must map metric names to {_SHAPE}, got {metrics!r}")
         systems[system] = {m: _reference(source, _key("references", key, system, m), m, raw)
                            for m, raw in metrics.items()}
+        for m, ref in systems[system].items():
+            _check_unit(source, _key("references", key, system, m), manifest, ref)
     return Configuration(key, payload, conditions, systems, weight)
+
+
+def _manifest(source: str, where: str, payload: str) -> Any:
+    """The manifest of the payload a configuration names; a name that is no payload matches no
+    run, so it is refused naming the valid ones."""
+    from hpcai import payloads
+
+    known = payloads.available_payloads()
+    if payload not in known:
+        raise UsageError(f"{source}: {where}: {payload!r} is no payload (the key is \"payload k=v …\"); "
+                         f"valid: {', '.join(known)}")
+    return payloads.load_payload(payload)
+
+
+def _check_conditions(source: str, where: str, manifest: Any, conditions: dict[str, str]) -> None:
+    """Each condition names a plan key or one of the payload's variables, with a value a record can
+    hold: otherwise it would match no run, silently."""
+    variables = [v.name for v in manifest.variables]
+    for k, v in conditions.items():
+        if k in _PLAN_KEYS:
+            low = _PLAN_MIN[k]
+            if not _DIGITS.fullmatch(v) or int(v) < low:
+                raise UsageError(f"{source}: {where}: {k}={v}: {k} must be a whole number from {low}, written "
+                                 f"as plain digits (e.g. {k}=2)")
+        elif k in variables:
+            try:
+                manifest.validate_vars({k: v})
+            except UsageError as exc:
+                raise UsageError(f"{source}: {where}: {k}={v}: {exc}") from None
+        else:
+            raise UsageError(f"{source}: {where}: {k!r} is no condition of {manifest.name}; valid: "
+                             + ", ".join([*_PLAN_KEYS, *variables]))
+
+
+def _check_unit(source: str, where: str, manifest: Any, ref: Reference) -> None:
+    """A reference's unit is the metric's unit as the payload's manifest declares it (a metric only
+    a host parser knows has no declared unit to check against)."""
+    name = manifest.aliases.get(ref.metric, ref.metric)
+    spec = manifest.raw.get("metrics", {}).get(name)
+    if isinstance(spec, dict) and isinstance(spec.get("unit"), str) and ref.unit != spec["unit"]:
+        raise UsageError(f"{source}: {where}: unit {ref.unit!r} is not the unit of {name}, {spec['unit']!r} "
+                         f"(payloads/{manifest.name}/payload.toml)")
 
 
 def _weights(source: str, data: dict[str, Any]) -> dict[str, float]:

@@ -214,5 +214,4 @@ def save(fig: Any, path: Path) -> None:
     files.refuse_link(path, "-o")  # before drawing: the answer does not depend on the figure
     buf = io.BytesIO()
     fig.savefig(buf, format=suffix[1:], dpi=120)
-    path.parent.mkdir(parents=True, exist_ok=True)
     files.write_atomic(path, buf.getvalue(), None, "-o")  # mode: as open() would (a figure is shared)

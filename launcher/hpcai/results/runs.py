@@ -298,8 +298,28 @@ def load(run_dir: Path) -> RunRecord:
     return RunRecord(run_dir, plan, status, result)
 
 
+def _identity(path: Path) -> tuple[int, int] | str:
+    """What makes two spellings of a record folder one record: the folder they lead to (device and
+    inode, links followed), else its resolved real path."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return os.path.realpath(path)
+    return (st.st_dev, st.st_ino)
+
+
+def _linked(path: Path, top: Path) -> bool:
+    """PATH, found below the folder TOP, is reached through a symlink below TOP."""
+    return any((top / Path(*path.relative_to(top).parts[:i])).is_symlink()
+               for i in range(1, len(path.relative_to(top).parts) + 1))
+
+
 def discover(paths: list[Path]) -> list[Path]:
-    """Run-record folders named directly or found one or two levels below (runs/, sweeps)."""
+    """Run-record folders named directly or found one or two levels below (runs/, sweeps), each
+    once: a record named twice (`runs/a` and `/abs/runs/a`, `runs/../runs/a`, `runs/` and
+    `runs/a`) or reached through a symlink as well (`runs/a-link -> a`) is one record, counted and
+    listed once, under the first name it was found by (arguments in order; in a folder, a name
+    not through a link before one through a link). Dropped silently: it is the same record."""
     found: list[Path] = []
     for p in paths:
         if not p.exists():
@@ -309,10 +329,14 @@ def discover(paths: list[Path]) -> list[Path]:
             continue
         below = [q.parent for q in [*p.glob(f"*/{record.PLAN}"), *p.glob(f"*/*/{record.PLAN}")]]
         # Hidden folders are records still being written (see hpcai.run.record): skip them.
-        found.extend(sorted(q for q in below if not any(part.startswith(".") for part in q.relative_to(p).parts)))
+        shown = [q for q in below if not any(part.startswith(".") for part in q.relative_to(p).parts)]
+        found.extend(sorted(shown, key=lambda q: (_linked(q, p), q)))
     if not found:
         raise UsageError(f"no run records (folders with {record.PLAN}) in: {', '.join(map(str, paths))}")
-    return sorted(dict.fromkeys(found))
+    first: dict[tuple[int, int] | str, Path] = {}
+    for q in found:
+        first.setdefault(_identity(q), q)
+    return sorted(first.values())
 
 
 def read_all(paths: list[Path]) -> tuple[list[RunRecord], list[str]]:

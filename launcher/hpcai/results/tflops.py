@@ -27,18 +27,34 @@ KNOWN_PARAMS = {
 }
 
 
+# The run facts these figures compute with, each a quantity that must be positive, and its kind: the
+# one rule for them (hpcai.payloads.check_number with above=0), for `results parse --var/--gpus`;
+# in a record, a fact that is not positive counts as unknown (the figure is not computed, and said so).
+POSITIVE: dict[str, type] = {"n_params": float, "seq_len": int, "block_size": int, "seq_length": int,
+                             "global_batch_size": int, "micro_batch_size": int, "gpus": int}
+
+
+def check_fact(what: str, name: str, text: str) -> float:
+    """TEXT for the run fact NAME (a key of POSITIVE) as a number of its kind, more than 0, else a
+    UsageError naming WHAT (the option)."""
+    from hpcai.payloads import check_number
+
+    return check_number(what, text, POSITIVE[name], above=0)
+
+
 def causal_lm_tflops(samples_per_s: float, n_params: float, seq_len: int, gpus: int) -> float:
     """6·N·D per GPU in TFLOP/s (D = tokens per second = samples/s × seq_len)."""
     return samples_per_s * 6.0 * n_params * seq_len / max(gpus, 1) / 1e12
 
 
 def _num(value: Any) -> float | None:
-    """VALUE as a finite number, else None (unknown): a plan's "inf" or "nan" must not reach int()."""
+    """VALUE as a finite number > 0, else None (unknown): a plan's "inf" or "nan" must not reach
+    int(), and a count, length or size of 0 or less is no fact (POSITIVE)."""
     try:
         number = float(value)
     except (TypeError, ValueError):
         return None
-    return number if math.isfinite(number) else None
+    return number if math.isfinite(number) and number > 0 else None
 
 
 def add_to_result(result: ParseResult, plan: dict[str, Any]) -> None:
@@ -60,10 +76,14 @@ def add_to_result(result: ParseResult, plan: dict[str, Any]) -> None:
     nodes = int(plan.get("nodes") or 1)
     gpus = nodes * int(plan.get("gpus_per_node") or plan.get("ntasks_per_node") or 0)
     gpus = gpus or int(result.details.get("n_gpu") or 1)
-    if not n_params or not seq_len:
+    if not n_params or not seq_len or int(seq_len) < 1:
         result.warnings.append("TFLOP/s not computed: parameter count or sequence length unknown")
         return
     value = causal_lm_tflops(sps.value, n_params, int(seq_len), gpus)
+    if not math.isfinite(value):  # facts near the float limit: 6·N·D overflows
+        result.warnings.append(f"TFLOP/s not computed: {FORMULA_6ND} is past the largest float "
+                               f"(n_params {n_params:g}, seq_len {int(seq_len):g})")
+        return
     result.metrics.append(Metric("tflops_per_gpu", value, "TFLOP/s", HIGHER, False, FORMULA_6ND))
     result.details["tflops_inputs"] = {"n_params": n_params, "seq_len": int(seq_len), "gpus": gpus}
 
@@ -80,6 +100,9 @@ def add_megatron_tokens(result: ParseResult, pvars: dict[str, Any], warn: bool =
             result.warnings.append("tokens/s not computed: global batch size or sequence length unknown "
                                    "(give seq_len / global_batch_size)")
         return
-    result.metrics.append(Metric("tokens_per_second", gbs * seq_len / per_iter.value, "tokens/s", HIGHER,
-                                 formula=FORMULA_TOKENS))
+    tokens = gbs * seq_len / per_iter.value
+    if not math.isfinite(tokens):  # facts near the float limit
+        result.warnings.append(f"tokens/s not computed: {FORMULA_TOKENS} is past the largest float")
+        return
+    result.metrics.append(Metric("tokens_per_second", tokens, "tokens/s", HIGHER, formula=FORMULA_TOKENS))
     result.details["tokens_inputs"] = {"global_batch_size": gbs, "seq_len": int(seq_len)}

@@ -17,7 +17,7 @@ from pathlib import Path
 from hpcai.run import record
 from hpcai.run.backends import get_backend
 from hpcai.errors import HpcaiError
-from hpcai.output import say, warn
+from hpcai.output import plain, say, warn
 from hpcai.run.plan import LaunchOptions, LaunchPlan, plan_launch
 from hpcai.run.processes import CANCELLED_BY, Outcome, Signals
 from hpcai.run.runtimes import get_runtime
@@ -236,7 +236,7 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
         writes.json(record.PLAN, data)
         if plan.payload != "cmd":  # a raw command has no parser to run
             _finalize_metrics(run_dir, writes)
-    say(f"run record: {run_dir}")
+    say(f"run record: {plain(run_dir, lines=False)}")  # -o as given: one line
     problem = writes.problem()
     if problem:
         raise LaunchFailed(f"the run {state}, but {problem}", run_dir, 130 if sig.received else 1)

@@ -33,11 +33,12 @@ class Opt:
 
 PLAN: tuple[Opt, ...] = (  # in the order a batch script's `hpcai launch` line gives them
     Opt("image", ("--image", "-i"), help="SIF/SquashFS path or engine image.", envvar="HPCAI_IMAGE", required=True),
-    Opt("nodes", ("--nodes", "-N"), "int", "Nodes.", default=1),
+    Opt("nodes", ("--nodes", "-N"), "int", "Nodes (default: the payload profile's, else 1)."),
     Opt("ntasks_per_node", ("--ntasks-per-node",), "int", "Ranks per node (default: site GPUs per node, else 1)."),
     Opt("gpus_per_node", ("--gpus-per-node",), "int", "GPUs per node (default: the site's)."),
-    Opt("cpus_per_task", ("--cpus-per-task", "-c"), "int", "CPUs per rank (default: node CPUs / ranks)."),
-    Opt("time", ("--time", "-t"), help="Time limit, as sbatch takes it (minutes, HH:MM:SS, D-HH, …).", default=""),
+    Opt("cpus_per_task", ("--cpus-per-task", "-c"), "int", "CPUs per rank (default: the payload profile's, else node CPUs / ranks)."),
+    Opt("time", ("--time", "-t"), help="Time limit, as sbatch takes it (minutes, HH:MM:SS, D-HH, …; default: the payload profile's).",
+        default=""),
     Opt("partition", ("--partition", "-p"), help="Slurm partition (default: the site's).", default="",
         envvar="HPCAI_PARTITION"),
     Opt("account", ("--account", "-A"), help="Slurm account (default: the site's).", default="",
@@ -89,7 +90,9 @@ SWEEP = (Opt("nodes", ("--nodes", "-N"), help="Node counts, e.g. 1,2,4,8.", requ
          Opt("dry_run", ("--dry-run",), "flag", "List the points and exit."),
          Opt("submit", ("--submit/--no-submit",), "switch", "One sbatch job per point (--no-submit: write the "
                                                             "scripts only) (default: run every point now)."),
-         WAIT, WAIT_TIMEOUT)
+         WAIT, WAIT_TIMEOUT,
+         Opt("jube", ("--jube",), help="Write the sweep as a JUBE benchmark FILE.xml (run it with `jube run`) "
+                                       "and run nothing; -o: where JUBE puts its runs."))
 
 
 def plan_fields(values: dict[str, Any], table: Sequence[Opt] = PLAN) -> dict[str, Any]:

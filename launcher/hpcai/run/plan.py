@@ -146,7 +146,32 @@ def parse_env(items: tuple[str, ...], host_env: dict[str, str]) -> dict[str, str
                 raise UsageError(f"--env {name}: not set in this environment; use --env {name}=VALUE")
             value = host_env[name]
         out[name] = value
+    check_rank_vars(out, "--env")
     return out
+
+
+# The rank and size variables hpcai sets for each rank, from the launcher (Slurm, PMI/PALS, Open
+# MPI, PMIx) or the local backend, and the entrypoint reads: its HPCAI__RANKS and HPCAI__SIZES
+# (entrypoints/hpcai-entrypoint; a test keeps the two lists equal). One value from --env or a
+# site's env would reach every rank after hpcai's own and win (`docker run -e` takes the last), so
+# every rank would be the same rank of a wrong world size and the run would end "successfully".
+# MASTER_ADDR and MASTER_PORT are not here: one value for all ranks is what they are, and they may
+# be set (MASTER_PORT must then be a port: _check_master_port).
+RANK_VARS = frozenset((
+    "SLURM_PROCID SLURM_LOCALID SLURM_NODEID OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_LOCAL_RANK PMI_RANK "
+    "PMI_LOCAL_RANK PALS_RANKID PALS_LOCAL_RANKID PALS_NODEID MPI_LOCALRANKID PMIX_RANK RANK LOCAL_RANK NODE_RANK "
+    "SLURM_STEP_NUM_TASKS SLURM_NTASKS SLURM_NPROCS SLURM_NTASKS_PER_NODE SLURM_STEP_NUM_NODES SLURM_JOB_NUM_NODES "
+    "SLURM_NNODES HPCAI_NNODES OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_SIZE PMI_SIZE PMI_LOCAL_SIZE "
+    "MPI_LOCALNRANKS WORLD_SIZE LOCAL_WORLD_SIZE").split())
+
+
+def check_rank_vars(env: dict[str, str], source: str) -> None:
+    """Refuse a rank or size variable (RANK_VARS) set by --env or a site's env: one line naming it."""
+    name = next((k for k in env if k in RANK_VARS), None)
+    if name is not None:
+        raise UsageError(f"{source} {name}: hpcai sets {name} for each rank from the launcher; one value for "
+                         f"all ranks would make them all the same rank or size; leave it out "
+                         f"(MASTER_ADDR and MASTER_PORT may be set)")
 
 
 def _check_master_port(env: dict[str, str], source: str) -> None:
@@ -420,6 +445,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     # the fabric profile's defaults, the site's own values over them, the user's over both
     user_env = parse_env(opts.env, env_now)
     _check_master_port(user_env, "--env")
+    check_rank_vars(site.env, f"site {site.name}: env")
     if "MASTER_PORT" not in user_env:  # --env wins over the site's value, a bad one included
         _check_master_port(site.env, f"site {site.name}: env")
     container_env = {**profile_env(site.fabric_profile, site.gpu), **site.env, **user_env}

@@ -30,6 +30,9 @@ from hpcai.run.slingshot import PROFILES
 
 MPI_TYPES = ("pmi2", "pmix", "cray_shasta", "pspmix", "none")
 GPU_KINDS = ("nvidia", "amd", "none")
+# The system tags of CARAML's JUBE files (FZJ-JSC/CARAML @59cba3e): a site naming one gets that
+# system's values from a payload's `--profile caraml` ([launch.caraml] rows, payloads/*/payload.toml).
+CARAML_SYSTEMS = ("JEDI", "GH200", "WAIH100", "H100", "A100", "MI250", "GC200")
 # Forwarded into the container at run time even with a clean environment (values differ per rank).
 DEFAULT_PASS_ENV = ("SLURM_*", "SLURMD_NODENAME", "SLINGSHOT_*", "PMI*", "PALS_*", "OMPI_*", "HPCAI_*",
                     "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
@@ -85,6 +88,7 @@ class SiteProfile:
     master_port: int = 0                # 0: derived from the job id
     partition: str = ""
     account: str = ""
+    caraml_system: str = ""             # CARAML's tag for this machine (CARAML_SYSTEMS); "" none
 
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -222,7 +226,7 @@ _SHAPES: dict[str, tuple[Any, str]] = {
 _OWNED = {"srun_options": SRUN_OWN, "sbatch_options": SBATCH_OWN}  # the options each list may not set
 _MULTILINE = ("description",)  # shown, never written into a command or script
 _CHOICES = {"backend": BACKENDS, "runtime": RUNTIMES, "runtimes": RUNTIMES, "gpu": GPU_KINDS,
-            "fabric_profile": PROFILES,
+            "fabric_profile": PROFILES, "caraml_system": ("",) + CARAML_SYSTEMS,
             "mpi": ("",) + MPI_TYPES, "mpi_types": MPI_TYPES, "apptainer_command": ("exec", "run")}
 
 
