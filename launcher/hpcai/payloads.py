@@ -64,7 +64,7 @@ KEYS = {
     "run": ("command",),
     "requires": ("modules", "executables", "mpi"),
     "metric": ("unit", "better", "headline", "regex", "group", "file", "key", "reduce", "scale"),
-    "var": ("default", "help", "choices"),
+    "var": ("default", "help", "choices", "min"),
     "launch": ("srun_args", "nodes", "time", "cpus_per_node", "cpus_per_task"),
 }
 # What a [launch.<profile>] row may select on besides the payload's variables: the site's keys
@@ -111,6 +111,7 @@ class Variable:
     default: Any
     help: str = ""
     choices: tuple[str, ...] = ()
+    minimum: float = 0  # numbers only: counts, sizes and times are never negative; `min` raises it
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,7 @@ class PayloadManifest:
             raise UsageError(str(exc)) from None
         for var in self.variables:  # the runner checked the type; the range is checked here
             if var.name in values and not isinstance(var.default, bool) and isinstance(var.default, (int, float)):
-                check_number(f"variable {var.name}", values[var.name], type(var.default))
+                check_number(f"variable {var.name}", values[var.name], type(var.default), at_least=var.minimum)
         return values
 
     def launch_defaults(self, profiles: tuple[str, ...], values: dict[str, str],
@@ -263,7 +264,8 @@ def _runner() -> ModuleType:
     return module
 
 
-def check_number(what: str, text: str, kind: type = float, above: float | None = None) -> float:
+def check_number(what: str, text: str, kind: type = float, above: float | None = None,
+                 at_least: float | None = None) -> float:
     """TEXT as a number of KIND (int or float) that a benchmark can take, else a UsageError naming
     WHAT: finite, an integer within ±2**63 (see INT_LIMIT), and more than ABOVE when given (a
     quantity that must be positive, a length, a count, a size: above=0, so an integer from 1)."""
@@ -283,6 +285,8 @@ def check_number(what: str, text: str, kind: type = float, above: float | None =
     if above is not None and not value > above:
         bound = f"a whole number from {math.floor(above) + 1}" if kind is int else f"a number above {above:g}"
         raise UsageError(f"{what}: expected {bound}")
+    if at_least is not None and value < at_least:
+        raise UsageError(f"{what}: expected at least {at_least:g}")
     return value
 
 
@@ -315,7 +319,7 @@ def available_payloads() -> list[str]:
 def _variables(raw: dict[str, Any]) -> tuple[Variable, ...]:
     return tuple(
         Variable(name, spec.get("default", ""), spec.get("help", ""),
-                 tuple(str(c) for c in spec.get("choices", ())))
+                 tuple(str(c) for c in spec.get("choices", ())), spec.get("min", 0))
         for name, spec in raw.get("vars", {}).items()
     )
 
@@ -337,6 +341,13 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
         for key in table:
             if key not in KEYS[kind]:
                 raise unknown(f"key in {where} ({kind or 'top level'}):", key, KEYS[kind])
+    for var, spec in raw.get("vars", {}).items():
+        floor, default = spec.get("min", 0), spec.get("default")
+        numeric = isinstance(default, (int, float)) and not isinstance(default, bool)
+        if "min" in spec and not (numeric and isinstance(floor, (int, float)) and not isinstance(floor, bool)
+                                  and math.isfinite(floor) and floor <= default):
+            raise UsageError(f"{where}: vars.{var}.min must be a number no larger than its default, "
+                             "on a variable whose default is a number")
     downloads = raw.get("downloads", [])
     if not isinstance(downloads, list) or not all(isinstance(d, str) for d in downloads):
         raise UsageError(f"{where}: downloads must be a list of component names")

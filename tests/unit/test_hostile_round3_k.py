@@ -411,3 +411,44 @@ def test_control_characters_in_a_report_are_shown_escaped(tmp_path, capsys, mark
     if not markdown:  # the columns still line up: each name is escaped before the widths are measured
         table = [line for line in out.splitlines() if "render: " in line][:len(CONTROLS)]
         assert len({line.index(" <= ") if " <= " in line else line.index("<=") for line in table}) == 1
+
+
+# --- Payload variables: never negative, a declared floor -------------------------------------
+
+def _numeric_vars():
+    from hpcai import payloads
+
+    for name in payloads.available_payloads():
+        for var in payloads.load_payload(name).variables:
+            if isinstance(var.default, (int, float)) and not isinstance(var.default, bool):
+                yield pytest.param(name, var, id=f"{name}:{var.name}")
+
+
+@pytest.mark.parametrize("payload, var", list(_numeric_vars()))
+def test_every_numeric_payload_variable_refuses_values_below_its_floor(hpcai, tmp_path, payload, var):
+    """Over every manifest: a count, size or time is never negative, and a variable declaring
+    `min` (a batch, a sequence length, an iteration count) refuses less, in the host's check and
+    in the image's runner alike; its floor itself is taken."""
+    from hpcai import payloads
+
+    manifest = payloads.load_payload(payload)
+    below = "-1" if var.minimum <= 0 else str(int(var.minimum) - 1)
+    with pytest.raises(payloads.UsageError, match=f"variable {var.name}=.*expected at least"):
+        manifest.validate_vars({var.name: below})
+    res = hpcai("launch", "--dry-run", "--site", "local", "--image", "x", "-o", str(tmp_path / "r"),
+                payload, f"{var.name}={below}")
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    floor = str(int(var.minimum)) if isinstance(var.default, int) else str(var.minimum)
+    assert manifest.validate_vars({var.name: floor})[var.name] == floor
+
+
+def test_a_manifest_floor_must_be_a_number_below_the_default(tmp_path):
+    import tomllib
+
+    from hpcai import payloads
+
+    for bad in ('"one"', "true", "nan", "100"):
+        raw = tomllib.loads(f'description = "x"\nflavors = ["*"]\nparser = "sanity"\n[run]\ncommand = ["true"]\n'
+                            f'[vars]\nn = {{ default = 4, min = {bad} }}\n')
+        with pytest.raises(payloads.UsageError, match="vars.n.min must be a number no larger than its default"):
+            payloads.check_manifest("p", raw, tmp_path)
