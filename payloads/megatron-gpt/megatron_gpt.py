@@ -286,8 +286,9 @@ def main(argv=None):
             done = iteration % args.log_interval or args.log_interval
             per_iter = (time.time() - interval_start) / done
             # The loss lives on the last pipeline stage: it reports, as Megatron's log does.
+            # On the ranks' device: NCCL (GPUs) broadcasts no CPU tensor, gloo (CPUs) takes either.
             report = torch.tensor([sum(losses[-done:]) / max(1, len(losses[-done:])), nan_iterations],
-                                  dtype=torch.float64)
+                                  dtype=torch.float64, device=device)
             dist.broadcast(report, src=world - 1)
             intervals.append(per_iter)
             if rank == 0:

@@ -170,6 +170,40 @@ def test_hf_clm_quick_on_one_gpu(hf_run, facts, cuda_python):
                    "synthetic": summary["synthetic"], "seconds": result["seconds"], "log": str(hf_run.log)})
 
 
+# CARAML's 800M layout (16 layers, hidden 2048, 8 heads, tp 1, pp 1, micro 4, global 32, 2048
+# tokens, fp16) from --profile caraml, stopped by its wall-time rule after a minute instead of 30.
+MEGATRON_MINUTES = "1"
+
+
+@pytest.fixture(scope="module")
+def megatron_run(cuda_python, session_dir):
+    _need(cuda_python[1], "megatron-gpt")
+    first = str(_visible()[0])
+    return run_bench(cuda_python[0], "megatron-gpt", session_dir, profile="caraml",
+                     args=("model_size=800M", f"exit_duration={MEGATRON_MINUTES}"), nproc=1,
+                     env={"CUDA_VISIBLE_DEVICES": first, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, timeout=600)
+
+
+@pytest.mark.slow
+def test_megatron_caraml_800m_on_one_gpu(megatron_run, facts):
+    """megatron-gpt (Megatron Core) at CARAML's 800M values on one GPU, ended by exit_duration as
+    Megatron's --exit-duration-in-mins ends CARAML's run: tokens/s and TFLOP/s from its own JSON."""
+    result = _passed(megatron_run)
+    summary = json.loads((megatron_run.out_dir / "megatron-gpt.json").read_text())
+    assert (summary["layers"], summary["hidden"], summary["heads"], summary["gbs"], summary["seq"]) == \
+        (16, 2048, 8, 32, 2048), summary
+    assert summary["nan_iterations"] == 0 and summary["iterations"] >= 2, summary
+    tps = result["metrics"]["tokens_per_second"]
+    assert tps > 0 and math.isclose(tps, summary["tokens_per_second"], rel_tol=1e-9), (tps, summary)
+    assert "exit duration" in megatron_run.output, megatron_run.tail()
+    gpu = _gpu(_visible()[0])
+    append_report({"check": "megatron-gpt", **facts, "gpu": gpu["name"], "gpus": 1, "ranks": 1,
+                   "model": "800M (CARAML)", "precision": summary.get("precision"),
+                   "iterations": summary["iterations"], "tokens_per_second": tps,
+                   "tflops_per_gpu": summary["tflops_per_gpu"], "time_per_iteration": summary["time_per_iteration"],
+                   "seconds": result["seconds"], "log": str(megatron_run.log)})
+
+
 PROBE_GPU = ("import json, os, torch; print(json.dumps({'visible': os.environ.get('CUDA_VISIBLE_DEVICES'), "
              "'count': torch.cuda.device_count(), 'name': torch.cuda.get_device_name(0)}))")
 
