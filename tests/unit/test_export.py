@@ -47,6 +47,20 @@ def test_csv_caraml_columns_and_provenance(tmp_path, hpcai):
     assert row["Runtime(s)"] == "200.5" and row["EnergyFile"] == ""
 
 
+def test_energy_file_names_the_combined_table_as_caraml_does(tmp_path, hpcai):
+    """CARAML's EnergyFile column names its combined_energy.csv; without one (an older record), the
+    energy folder; without that, nothing."""
+    with_table = make_run(tmp_path, "r1", "hf-clm", (LOGS / "hf_torchrun_stderr.log").read_text())
+    folder_only = make_run(tmp_path, "r2", "hf-clm", (LOGS / "hf_torchrun_stderr.log").read_text())
+    (with_table / "energy").mkdir()
+    (with_table / "energy" / "combined_energy.csv").write_text(",nodename,rank,pynvml:0\n0,n1,0,1.5\n")
+    (folder_only / "energy").mkdir()
+    r = hpcai("results", "export", str(tmp_path), "--csv")
+    assert r.exit_code == 0, r.stderr
+    files = sorted(row["EnergyFile"] for row in csv.DictReader(io.StringIO(r.stdout)))
+    assert files == sorted([str(with_table / "energy" / "combined_energy.csv"), str(folder_only / "energy")])
+
+
 def test_json_export_has_formula_and_argv(tmp_path, hpcai):
     make_run(tmp_path, "r1", "hf-clm", (LOGS / "hf_torchrun_stderr.log").read_text())
     data = json.loads(hpcai("results", "export", str(tmp_path), "--json").stdout)

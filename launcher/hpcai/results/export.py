@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcai.console import plain
+from hpcai.results.energy import COMBINED
 from hpcai.results.runs import RunRecord
 
 COLUMNS = [
@@ -169,7 +170,9 @@ def row(rec: RunRecord) -> dict[str, Any]:
         "Tokens/second": metric("tokens_per_second"),
         "Avg_TFLOPs/GPU": metric("tflops_per_gpu"),
         "Energy(Wh)": metric("energy_wh"),
-        "EnergyFile": str(energy_dir) if energy_dir.is_dir() else "",
+        # CARAML's column names its combined_energy.csv; a record from before that file, the folder
+        "EnergyFile": (str(energy_dir / COMBINED) if (energy_dir / COMBINED).is_file()
+                       else str(energy_dir) if energy_dir.is_dir() else ""),
         "Status": rec.state if not rec.error else f"{rec.state} ({rec.error})",
         "Image": plan.get("image") or "",
         "ImageDigest": plan.get("image_digest") or "",
