@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +36,43 @@ def _engines(request):
     for name in ("docker", "podman", "slurm", "charliecloud", "apptainer", "gpu"):
         if request.node.get_closest_marker(name) is not None and not engine_available(name):
             pytest.skip(f"{name} not available on this machine (tests/infra/up.sh starts the engines)")
+
+
+def _slurm_jobs(under: Path) -> set[str]:
+    """Ids of the pending or running jobs submitted from a folder under UNDER (this session's); a
+    job that is completing (CG, just after its srun returned) is on its way out."""
+    res = subprocess.run(["squeue", "-h", "-t", "PD,CF,R,S", "-o", "%i %Z"], capture_output=True, text=True,
+                         timeout=30, check=False)
+    jobs = (line.split(" ", 1) for line in res.stdout.splitlines() if " " in line)
+    return {job for job, workdir in jobs if Path(workdir).is_relative_to(under)}
+
+
+@pytest.fixture(autouse=True)
+def _slurm_jobs_left(request, tmp_path_factory):
+    """A Slurm test that stops half-way (its timeout kills hpcai with SIGKILL, so nothing ends the
+    ranks) leaves its job holding nodes, and every later test would wait behind it: cancel the
+    jobs a test left, with a warning, so the next test starts on an idle cluster. Only this
+    session's jobs (submitted from its temporary folders): another session may share the cluster."""
+    if request.node.get_closest_marker("slurm") is None or not engine_available("slurm"):
+        yield
+        return
+    ours = tmp_path_factory.getbasetemp()
+    before = _slurm_jobs(ours)
+    yield
+    left = _slurm_jobs(ours) - before
+    for _ in range(20):  # a job whose srun just returned may still read as running for a moment
+        if not left:
+            break
+        time.sleep(0.5)
+        left &= _slurm_jobs(ours)
+    left = sorted(left)
+    if left:
+        warnings.warn(f"{request.node.nodeid} left Slurm jobs {', '.join(left)}: cancelled", stacklevel=1)
+        subprocess.run(["scancel", *left], capture_output=True, timeout=30, check=False)
+        for _ in range(60):
+            if not set(left) & _slurm_jobs(ours):
+                break
+            time.sleep(0.5)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -183,8 +222,16 @@ def ch_squashfs():
 @pytest.fixture(scope="session")
 def tensorflow_cpu_image(tmp_path_factory) -> str:
     """Tag of the real tensorflow-cpu image, built once per session."""
-    return os.environ.get("HPCAI_TENSORFLOW_CPU_IMAGE") or build_image(
-        "tensorflow-cpu", tmp_path_factory.mktemp("build-tensorflow-cpu"))
+    if os.environ.get("HPCAI_TENSORFLOW_CPU_IMAGE"):
+        return os.environ["HPCAI_TENSORFLOW_CPU_IMAGE"]
+    # tf-cnn-benchmarks bakes CARAML's fork and jpwr from GitHub archives this machine cannot
+    # reach: their byte-identical, sha256-checked copies in tests/infra/mirror (sources.py)
+    sources = tmp_path_factory.mktemp("tf-sources")
+    res = subprocess.run([sys.executable, str(REPO / "tests/infra/sources.py"), str(sources), "tf-cnn-benchmarks",
+                          "jpwr"], capture_output=True, text=True, timeout=300, check=False)
+    if res.returncode != 0:
+        pytest.fail(f"tests/infra/sources.py failed:\n{res.stderr[-3000:]}")
+    return build_image("tensorflow-cpu", tmp_path_factory.mktemp("build-tensorflow-cpu"), "--sources", str(sources))
 
 
 # --- SIFs built once per session with the real `hpcai sif` / `hpcai build --builder apptainer` ----

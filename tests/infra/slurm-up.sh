@@ -114,8 +114,10 @@ printf '%s\n' "$started_with" >"$RUN/started-with"
 
 # --- daemons ------------------------------------------------------------------------------------
 if ! alive "$RUN/slurmctld.pid"; then
+  # -c: a test cluster starts empty. Jobs saved by an earlier life of the daemons have no
+  # processes any more, yet would hold their nodes (and the idle wait below) until cancelled.
   log "starting slurmctld"
-  slurmctld -i || fail "slurmctld failed to start"
+  slurmctld -i -c || fail "slurmctld failed to start"
 fi
 for _ in $(seq 1 60); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.5; done
 scontrol ping 2>/dev/null | grep -q UP || fail "slurmctld does not answer scontrol ping"
@@ -128,10 +130,10 @@ for n in $(node_names); do
   fi
 done
 
-# --- wait for every node to be idle ---------------------------------------------------------------
+# --- wait for every node to be up: idle, or running jobs (mixed, allocated) --------------------
 want=$NODES
 for i in $(seq 1 120); do
-  idle=$(sinfo -h -N -t idle -o '%N' 2>/dev/null | sort -u | wc -l)
+  idle=$(sinfo -h -N -t idle,mixed,allocated -o '%N' 2>/dev/null | sort -u | wc -l)
   [ "$idle" -ge "$want" ] && break
   # A node left DOWN/DRAIN by an earlier run (or unknown reboot) is brought back.
   if [ $((i % 10)) -eq 0 ]; then
@@ -140,7 +142,7 @@ for i in $(seq 1 120); do
   fi
   sleep 0.5
 done
-[ "$idle" -ge "$want" ] || fail "only $idle of $want nodes are idle after 60 s"
+[ "$idle" -ge "$want" ] || fail "only $idle of $want nodes are up (idle, mixed or allocated) after 60 s"
 
 # Self-check: one task per node, each on a different fake node; then a 2-node step under each MPI
 # plugin the tests use (a plugin that cannot load fails here, naming srun's reason).
