@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fill a `--sources` folder with the pinned sources GPU-recipe builds need here, checksum-verified.
 
-Usage: sources.py DIR COMPONENT=VERSION…
+Usage: sources.py DIR COMPONENT[=VERSION]…   (no version: the component's default)
 
 This machine reaches neither GitHub nor most upstream download hosts. Two places hold the same
 sources, and components.toml pins each of them with its sha256:
@@ -47,12 +47,13 @@ def debian_url(path: str) -> str:
 
 
 def pinned(selection: str) -> tuple[str, str]:
-    """COMPONENT=VERSION -> (url, sha256) from components.toml (default or alternate)."""
+    """COMPONENT[=VERSION] -> (url, sha256) from components.toml (default or alternate)."""
     name, _, version = selection.partition("=")
     comps = tomllib.loads(MANIFEST.read_text())["components"]
     if name not in comps:
         sys.exit(f"sources: unknown component {name!r}; known: {', '.join(comps)}")
     c = comps[name]
+    version = version or c["version"]
     for entry in (c, *c.get("alternates", [])):
         if entry["version"] == version:
             return entry["url"].format(version=version), entry["sha256"]

@@ -164,3 +164,25 @@ def test_tf_resnet50_multi_worker_two_nodes(tensorflow_cpu_image, hpcai_exe, tmp
     assert "strategy mwms, 4 worker(s), batch 2 per worker" in logs[0]
     assert result["metrics"]["images_per_sec"] > 0
     assert recorded(run)["images_per_sec"] == pytest.approx(result["metrics"]["images_per_sec"])
+
+
+def test_tf_cnn_benchmarks_carries_the_forks_power_files_on_one_rank(tensorflow_cpu_image, hpcai_exe, tmp_path):
+    """CARAML's tf_cnn_benchmarks fork, one rank (several need Horovod, which CI's images lack):
+    its images/s reach the record, and its jpwr files land in HPCAI_OUTPUT_DIR (no NVML here: the
+    no-op power method, said in the log)."""
+    run = tmp_path / tmp_path.name
+    out = tmp_path / "out"
+    out.mkdir()
+    res, logs = launch(hpcai_exe, tensorflow_cpu_image, run, "tf-cnn-benchmarks",
+                       options=["-N", "1", "--ntasks-per-node", "1", "--profile", "quick", "--bind", str(out),
+                                "--env", f"HPCAI_OUTPUT_DIR={out}"], timeout=900)
+    check_ok(res, logs)
+    result = bench_result(logs[0])
+    assert result["status"] == "PASS" and result["synthetic"] is True
+    assert "--model=resnet50_v2" in logs[0] and "--device=cpu --data_format=NHWC" in logs[0]
+    assert "jpwr jpwr.gpu.pynvml cannot measure here" in logs[0]
+    assert result["metrics"]["images_per_sec"] > 0
+    assert recorded(run)["images_per_sec"] == pytest.approx(result["metrics"]["images_per_sec"])
+    power = out / "tf-cnn-benchmarks"
+    assert sorted(p.name for p in power.iterdir()) == ["CPU_power.0.csv", "CPU_power.0.energy.csv"]
+    assert (power / "CPU_power.0.csv").read_text().splitlines()[0] == ",timestamps,nodename,rank"

@@ -28,7 +28,7 @@ SAMPLES = {"ddp-bench": "ddp_bench_hpcai.log", "hf-clm": "hf_clm_hpcai.log", "hv
            "megatron-gpt": "megatron.log", "mila-suite": "mila_suite_cpu.log", "mpi-allreduce": "mpi_allreduce.log",
            "nccl-tests": "nccl_allreduce_2.21.log", "openclip": "openclip_stderr.log",
            "osu": "osu_allreduce_latency.txt", "rccl-tests": "rccl_allreduce.log", "sanity": "sanity_label.log",
-           "tf-resnet50": "tf_cnn.log"}
+           "tf-cnn-benchmarks": "tf_cnn_benchmarks_fork.log", "tf-resnet50": "tf_cnn.log"}
 
 
 def record(root: Path, payload: str, log: str, **plan) -> Path:

@@ -220,6 +220,14 @@ def test_tf_cnn_total_and_truncated():
     assert r.headline.value == pytest.approx(2315.4) and "truncated" in r.warnings[0]
 
 
+def test_tf_cnn_reads_the_fork_itself():
+    """A captured run of CARAML's tf_cnn_benchmarks fork (TensorFlow's warnings, jpwr's energy
+    lines and all): its total and both step lines."""
+    r = parse("tf-resnet50", LOGS / "tf_cnn_benchmarks_fork.log")
+    assert r.headline.value == pytest.approx(3.80) and not r.warnings
+    assert [row["step"] for row in r.details["steps"]] == [1, 10]
+
+
 def test_mpi_allreduce_table():
     r = parse("mpi-allreduce", LOGS / "mpi_allreduce.log")
     assert r.headline.name == "busbw_max_size" and r.headline.value == pytest.approx(2079.83)

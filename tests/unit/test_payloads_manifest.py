@@ -27,8 +27,8 @@ ROOT = payloads.payloads_root()
 
 def test_every_issue_payload_is_shipped():
     assert NAMES == sorted(["sanity", "mpi-allreduce", "ddp-bench", "hvd-synthetic", "hf-clm",
-                            "tf-resnet50", "nccl-tests", "rccl-tests", "osu", "openclip", "mila-suite",
-                            "megatron-gpt"])
+                            "tf-resnet50", "tf-cnn-benchmarks", "nccl-tests", "rccl-tests", "osu", "openclip",
+                            "mila-suite", "megatron-gpt"])
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -128,7 +128,7 @@ def test_flag_token_appears_only_when_its_variable_is_true():
 
 @pytest.mark.parametrize("payload, profile", [
     ("hf-clm", "wikitext2"), ("hf-clm", "hpe"), ("openclip", "mmoclip"), ("megatron-gpt", "caraml"),
-    ("tf-resnet50", "caraml"), ("nccl-tests", "hpe"), ("hvd-synthetic", "hpe"), ("ddp-bench", "hpe"),
+    ("tf-cnn-benchmarks", "caraml"), ("nccl-tests", "hpe"), ("hvd-synthetic", "hpe"), ("ddp-bench", "hpe"),
     ("mila-suite", "mila")])
 def test_every_workflow_profile_names_its_source_for_each_value(payload, profile):
     """A workflow profile says where each of its values comes from (`hpcai payloads show`)."""

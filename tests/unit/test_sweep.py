@@ -231,3 +231,27 @@ def test_default_sweep_folders_of_one_second_are_distinct(tmp_path):
     assert (first.name, second.name) == ("sweep-x", "sweep-x.2")
     assert json.loads((second / "sweep.json").read_text()) == {
         "payload": "osu", "created": json.loads((second / "sweep.json").read_text())["created"], "runs": []}
+
+
+def test_time_to_solution_scales_strongly(tmp_path):
+    """MMoCLIP's total_time_secs (lower is better) for one fixed epoch: efficiency is
+    (T(n0)·n0) / (T(n)·n), and the plot's left panel says time to solution."""
+    import json as _json
+
+    from hpcai.results import plot
+    from hpcai.run import record
+
+    for nodes, secs in ((1, 100.0), (2, 55.0), (4, 30.0)):
+        run = record.new_run_dir(tmp_path / "sw", f"openclip-n{nodes}")
+        (run / "logs").mkdir(parents=True)
+        (run / "plan.json").write_text(_json.dumps({"payload": "openclip", "nodes": nodes, "ntasks_per_node": 4,
+                                                    "payload_vars": {}, "image": "i", "site": "test"}))
+        (run / "status.json").write_text(_json.dumps({"state": "completed"}))
+        (run / "metrics.json").write_text(_json.dumps({"parser": "openclip", "details": {}, "warnings": [], "metrics": [
+            {"name": "total_time_secs", "value": secs, "unit": "s", "better": "lower", "headline": True}]}))
+    table = aggregate(load_all([tmp_path / "sw"]))
+    assert [(p.nodes, p.better) for p in table] == [(1, "lower"), (2, "lower"), (4, "lower")]
+    assert [p.efficiency for p in table] == pytest.approx([1.0, 100 / 110, 100 / 120])
+    fig = plot.scaling([("openclip", table)])
+    assert [ax.get_title() for ax in fig.axes] == ["openclip: time to solution", "openclip: efficiency"]
+    assert list(fig.axes[1].lines[0].get_ydata()) == pytest.approx([1.0, 100 / 110, 100 / 120])

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcai.errors import UsageError
-from hpcai.results.metrics import measured
+from hpcai.results.metrics import HIGHER, measured
 from hpcai.results.runs import RunRecord
 
 SIZE_TABLE_PARSERS = {"nccl-tests": "busbw", "mpi-allreduce": "BusBW(MB/s)"}
@@ -76,7 +76,8 @@ def scaling(panels: list[tuple[str, list[Any]]]) -> Any:
             effs = [(p.nodes, p.efficiency) for p in pts if p.efficiency is not None]
             if effs:
                 ax_e.plot([x for x, _ in effs], [e for _, e in effs], marker="s", label=series)
-        ax_t.set(xlabel="nodes", ylabel=f"{table[0].metric} ({table[0].unit})", title=f"{title}: throughput")
+        kind = "throughput" if table[0].better == HIGHER else "time to solution"
+        ax_t.set(xlabel="nodes", ylabel=f"{table[0].metric} ({table[0].unit})", title=f"{title}: {kind}")
         ax_e.set(xlabel="nodes", ylabel="parallel efficiency", title=f"{title}: efficiency", ylim=(0, 1.2))
         nodes = sorted({p.nodes for p in table})
         for ax in (ax_t, ax_e):

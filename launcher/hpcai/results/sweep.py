@@ -1,7 +1,9 @@
 """The scaling table of a sweep: per configuration (payload and variables, nodes excluded) and node
-count, the headline throughput's mean/min/max and the parallel efficiency against the smallest
-node count:
-    efficiency(n) = (T(n) / n) / (T(n0) / n0)
+count, the headline metric's mean/min/max and the parallel efficiency against the smallest node
+count n0. A throughput X (higher is better) should grow with the nodes; a time to solution T
+(lower is better, such as MMoCLIP's total_time_secs for its fixed epoch) should shrink:
+    throughput:        efficiency(n) = (X(n) / n) / (X(n0) / n0)
+    time to solution:  efficiency(n) = (T(n0) · n0) / (T(n) · n)      (strong scaling)
 Running a sweep is `hpcai.run.sweep`.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hpcai.results.metrics import HIGHER, LOWER
 from hpcai.results.runs import RunRecord
 
 
@@ -23,6 +26,7 @@ class ScalingPoint:
     min: float
     max: float
     efficiency: float | None
+    better: str = HIGHER  # the metric's direction: "higher" (throughput) or "lower" (time to solution)
 
 
 def series_key(rec: RunRecord) -> str:
@@ -48,7 +52,16 @@ def aggregate(records: list[RunRecord]) -> list[ScalingPoint]:
         for n in sorted(per_nodes):
             vals = per_nodes[n]
             mean = sum(vals) / len(vals)
-            # Efficiency only makes sense for throughputs that should grow with nodes.
-            eff = (mean / n) / (base / n0) if better == "higher" and base > 0 else None
-            table.append(ScalingPoint(key, n, len(vals), name, unit, mean, min(vals), max(vals), eff))
+            table.append(ScalingPoint(key, n, len(vals), name, unit, mean, min(vals), max(vals),
+                                      efficiency(better, base, n0, mean, n), better))
     return table
+
+
+def efficiency(better: str, base: float, n0: int, value: float, n: int) -> float | None:
+    """Parallel efficiency at N nodes of VALUE against BASE at N0 nodes (see the module's rule);
+    None where it cannot be told (a zero or negative figure)."""
+    if base <= 0 or value <= 0:
+        return None
+    if better == LOWER:
+        return (base * n0) / (value * n)
+    return (value / n) / (base / n0)
