@@ -26,6 +26,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,47 @@ UCX_POSIX_USE_PROC_LINK = "n"
 def launch(hpcai_exe, env, image: str, run_dir: Path, *options: str, cmd: list[str]) -> subprocess.CompletedProcess:
     return run(*hpcai_exe, "launch", "--site", "swap-test", "--image", image, "--output-dir", str(run_dir),
                *options, "--cmd", "--", *cmd, env=env, cwd=run_dir.parent)
+
+
+# Apptainer across 2 fake nodes: each node's ranks share an instance (--containall: its own IPC
+# namespace and /dev/shm), so MPICH (Debian's 4.0.2, ch4:ucx) joins the two instances over UCX's
+# TCP transport. Its MPI_Finalize closes those endpoints by flushing them, and now and then (1 run
+# in 3 to 7 here) a rank spins in ucp_worker_progress (uct_tcp_iface_progress) under
+# PMPI_Finalize for ever while its peers, done with theirs, wait in the PMI barrier, where they
+# no longer progress UCX (gdb on a hung run, 2026-11-26). Shared memory cannot join the instances
+# (UCX: "shmat … Invalid argument"), and MPICH has no setting for the close. Nothing of hpcai's is
+# involved: every rank has printed its sum and maps. So a launch that hangs there, and only
+# there, is ended after FINALIZE_DEADLINE (SIGTERM: hpcai cancels the step) and launched again.
+FINALIZE_TRIES = 3
+FINALIZE_DEADLINE = 150  # seconds; a good run takes 10 to 30 here
+
+
+def launch_within(deadline: float, hpcai_exe, env, image: str, run_dir: Path, *options: str,
+                  cmd: list[str]) -> subprocess.CompletedProcess | None:
+    """launch(), or None after DEADLINE seconds, once hpcai has ended the step (SIGTERM)."""
+    argv = [*hpcai_exe, "launch", "--site", "swap-test", "--image", image, "--output-dir", str(run_dir),
+            *options, "--cmd", "--", *cmd]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          cwd=run_dir.parent) as proc:
+        try:
+            out, err = proc.communicate(timeout=deadline)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            proc.communicate(timeout=120)
+            return None
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def all_ranks_done_before_finalize(run_dir: Path, ranks: int = 4) -> bool:
+    """Every rank printed its sum and its maps (the program's last output before MPI_Finalize)."""
+    texts = [(run_dir / "logs" / f"rank-{r}.out") for r in range(ranks)]
+    texts = [log.read_text(errors="replace") if log.is_file() else "" for log in texts]
+    return all(f"SUM {r} " in text and "libmpi" in text for r, text in enumerate(texts))
+
+
+def explain_hang(run_dir: Path) -> str:
+    return "\n".join(f"--- {log.name} ---\n{log.read_text(errors='replace')[-1500:]}"
+                     for log in sorted((run_dir / "logs").glob("rank-*"))) if (run_dir / "logs").is_dir() else "no logs"
 
 
 def maps_of(text: str) -> dict[str, tuple[str, int]]:
@@ -259,9 +301,16 @@ def mpich_sif(mpich_cpu_image, tmp_path_factory) -> str:
 @pytest.mark.docker
 @pytest.mark.apptainer
 def test_apptainer_two_nodes_sum_right_with_the_host_mpi(mpich_sif, host_mpi, program, site, hpcai_exe, tmp_path):
-    run_dir = tmp_path / tmp_path.name
-    res = launch(hpcai_exe, site, mpich_sif, run_dir, "--runtime", "apptainer", "--userns", "--host-mpi",
-                 "-N", "2", "--ntasks-per-node", "2", "--bind", str(program), cmd=[str(program / "allreduce")])
+    for attempt in range(1, FINALIZE_TRIES + 1):
+        run_dir = tmp_path / f"{tmp_path.name}-{attempt}"
+        res = launch_within(FINALIZE_DEADLINE, hpcai_exe, site, mpich_sif, run_dir, "--runtime", "apptainer",
+                            "--userns", "--host-mpi", "-N", "2", "--ntasks-per-node", "2", "--bind", str(program),
+                            cmd=[str(program / "allreduce")])
+        if res is not None or not all_ranks_done_before_finalize(run_dir):
+            break
+        warnings.warn(f"attempt {attempt}: MPICH 4.0.2's ch4:ucx MPI_Finalize hung after every rank's output "
+                      "(see FINALIZE_TRIES); launching again", stacklevel=1)
+    assert res is not None, f"every attempt hung in MPI_Finalize: {explain_hang(run_dir)}"
     assert res.returncode == 0, explain(res, run_dir)
     plan = json.loads((run_dir / "plan.json").read_text())
     assert "--mpi=pmi2" in plan["argv"]  # the host MPI's own PMI type, through Apptainer's inherited PMI_FD
