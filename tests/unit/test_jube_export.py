@@ -57,8 +57,10 @@ def test_file_shape_as_jube_reads_it(hpcai, tmp_path, monkeypatch):
     run, export = [op.do for op in bench.steps[hj.STEP].operations]
     hpcai_exe = f"{sys.executable} -m hpcai"  # this hpcai, by absolute path (pytest runs it in-process)
     assert run == (f"env -u iters -u warmup -u nodes {hpcai_exe} submit --image {tmp_path}/imgs/x.sif "
-                   "--ntasks-per-node 1 --time 5 --site generic-slurm --runtime apptainer "
-                   '--nodes "$$nodes" --output-dir record --wait -- mpi-allreduce "iters=$$iters" "warmup=$$warmup"')
+                   "--ntasks-per-node 1 --time 5 --site generic-slurm --runtime apptainer --nodes \"$$nodes\" "
+                   '--output-dir record --done-file ready -- mpi-allreduce "iters=$$iters" "warmup=$$warmup"')
+    # asynchronous, as CARAML's steps are: the export runs in `jube continue` once the job wrote `ready`
+    assert [op.async_filename for op in bench.steps[hj.STEP].operations] == ["ready", None]
     assert export == f"{hpcai_exe} results export record --json --output hpcai-result.json"
     assert hj.TABLE in bench.results and "hpcai_result" in bench.patternsets
     text = (tmp_path / "b.xml").read_text()
@@ -71,7 +73,7 @@ def test_a_non_slurm_site_launches(hpcai, tmp_path):
                 "apptainer", "--image", "/x.sif", "sanity")
     assert res.exit_code == 0, res.stderr
     run = read_benchmark(tmp_path / "l.xml").steps[hj.STEP].operations[0].do
-    assert " launch --image /x.sif --site local " in run and "--wait" not in run
+    assert " launch --image /x.sif --site local " in run and "--wait" not in run and "--done-file" not in run
     res = hpcai("sweep", "--jube", str(tmp_path / "s.xml"), "--submit", "--nodes", "1", "--site", "local",
                 "--runtime", "apptainer", "--image", "/x.sif", "sanity")
     assert res.exit_code == 2 and "needs a Slurm site" in res.stderr and not (tmp_path / "s.xml").exists()
@@ -128,6 +130,8 @@ if args[0] == "results":
     open("hpcai-result.json", "w").write(json.dumps([row], indent=2))
 else:
     json.dump({{"argv": args, "leaked": [k for k in ("model", "nodes") if k in os.environ]}}, open("argv.json", "w"))
+    if "--done-file" in args:  # the job's end, at once
+        open(args[args.index("--done-file") + 1], "w").write("completed")
 """
 
 
@@ -135,7 +139,7 @@ def test_hostile_values_reach_hpcai_intact_through_jube(tmp_path):
     """XML, JUBE's `$` substitution and /bin/sh each read the file once: every value arrives as the
     one argument it was, and nothing in it runs."""
     base = {"image": "/x.sif", "site": "generic-slurm", "runtime": "apptainer", "env": ("NOTE=" + HOSTILE[0] + "$X",)}
-    js = hj.make("openclip", [2], {"model": HOSTILE}, 1, base, None, None, None)
+    js = hj.make("openclip", [2], {"model": HOSTILE}, 1, base, None, False, None, None)
     stub = tmp_path / "hpcai-stub"
     stub.write_text(STUB.format(python=sys.executable))
     stub.chmod(0o755)
@@ -145,6 +149,9 @@ def test_hostile_values_reach_hpcai_intact_through_jube(tmp_path):
     run = subprocess.run([*jube_exe, "run", str(bench_file), "-o", str(tmp_path / "out")], capture_output=True,
                          text=True, cwd=tmp_path, timeout=120)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    cont = subprocess.run([*jube_exe, "continue", str(tmp_path / "out")], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)  # the done files are there: the exports run
+    assert cont.returncode == 0, cont.stdout[-3000:] + cont.stderr[-3000:]
     got = {}
     for f in (tmp_path / "out").glob("000000/*_run/work/argv.json"):
         seen = json.loads(f.read_text())

@@ -102,6 +102,17 @@ def test_submit_no_submit_writes_script(hpcai, tmp_path):
     assert local.exit_code == 2 and "needs a Slurm site" in local.stderr
 
 
+def test_submit_hands_an_absolute_done_file_to_the_jobs_launch(hpcai, tmp_path, monkeypatch):
+    """The job's `hpcai launch` writes it (JUBE's done_file): by absolute path, whatever the job's cwd."""
+    monkeypatch.chdir(tmp_path)
+    res = hpcai("submit", "--no-submit", "--site", "generic-slurm", "--image", "x.sif", "-o", "r",
+                "--done-file", "ready", "sanity")
+    assert res.exit_code == 0, res.stderr
+    line = (tmp_path / "r" / "submit.sbatch").read_text().splitlines()[-1]
+    assert f" --done-file {tmp_path / 'ready'} " in line and line.startswith("exec ")
+    assert not (tmp_path / "ready").exists()  # the job writes it, when it ends
+
+
 def test_sites_and_doctor(hpcai):
     res = hpcai("sites", "list", "--json")
     names = [s["name"] for s in json.loads(res.stdout)]
@@ -139,7 +150,7 @@ def test_every_launch_option_is_declared_once_and_reaches_each_command(name):
                 for p in command.params if p.opts[0].startswith("-")}
     assert declared == {o.name: (tuple(sorted(o.flags[0].split("/") + list(o.flags[1:]))), o.envvar, True)
                         for o in table}
-    every = {o.name for o in options.PLAN} - ({"nodes", "nodelist", "output_dir"} if name == "sweep" else set())
+    every = {o.name for o in options.PLAN} - ({"nodes", "nodelist", "output_dir", "done_file"} if name == "sweep" else set())
     assert every <= set(declared)
 
 

@@ -137,3 +137,26 @@ def test_repeat_runs_n_records_and_names_the_failed_ones(hpcai_exe, tmp_path):
     assert len([p for p in (tmp_path / "bad").iterdir() if (p / "status.json").is_file()]) == 2
     zero = launch(hpcai_exe, tmp_path / "zero", "--repeat", "0", "--cmd", "--", "true")
     assert zero.returncode == 2 and zero.stderr.strip() == "error: --repeat must be at least 1, got 0"
+
+
+def test_done_file_is_written_last_with_the_final_state(hpcai_exe, tmp_path):
+    """--done-file (JUBE's done_file): written once the record is final, whatever the outcome."""
+    ok, bad = tmp_path / "ok", tmp_path / "bad"
+    res = launch(hpcai_exe, ok, "--done-file", str(tmp_path / "ok.done"), "--cmd", "--", "true")
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "ok.done").read_text() == "completed\n"
+    assert json.loads((ok / "status.json").read_text())["state"] == "completed"
+    assert (tmp_path / "ok.done").stat().st_mtime >= (ok / "status.json").stat().st_mtime
+    res = launch(hpcai_exe, bad, "--done-file", str(tmp_path / "bad.done"), "--cmd", "--", "false")
+    assert res.returncode == 1 and (tmp_path / "bad.done").read_text() == "failed\n"
+
+
+def test_done_file_where_it_cannot_be_written_is_refused_before_anything_runs(hpcai_exe, tmp_path):
+    (tmp_path / "target").write_text("x")
+    (tmp_path / "link.done").symlink_to(tmp_path / "target")
+    for name, why in (("no/such/folder/x.done", "does not exist"), ("link.done", "link")):
+        run = tmp_path / f"r-{why.replace(' ', '-')}"
+        res = launch(hpcai_exe, run, "--done-file", str(tmp_path / name), "--cmd", "--", "true")
+        assert res.returncode == 2 and why in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert not run.exists()
+    assert (tmp_path / "target").read_text() == "x"

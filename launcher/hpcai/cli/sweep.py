@@ -35,7 +35,7 @@ def sweep(payload: str, nodes: str, var: list[str] | None, repeat: int, output_d
     if jube is not None:
         if dry_run:
             raise UsageError("--jube writes the benchmark file and runs nothing already: drop --dry-run")
-        _jube(Path(jube), payload, node_list, variables, repeat, output_dir, submit, wait_timeout, plan)
+        _jube(Path(jube), payload, node_list, variables, repeat, output_dir, submit, wait, wait_timeout, plan)
         return
     if dry_run:
         for p in pts:
@@ -62,19 +62,23 @@ def sweep(payload: str, nodes: str, var: list[str] | None, repeat: int, output_d
 
 
 def _jube(path: Path, payload: str, nodes: list[int], variables: dict[str, list[str]], repeat: int,
-          output_dir: str | None, submit: bool | None, wait_timeout: float | None, plan: dict) -> None:
+          output_dir: str | None, submit: bool | None, wait: bool, wait_timeout: float | None,
+          plan: dict) -> None:
     """Write the JUBE benchmark; its path on stdout, how to run it on stderr."""
     from hpcai.console import err, out
     from hpcai.run import jube
     from hpcai.run import sweep as sw
 
     jube.jube_file(path)  # the name first: a wrong one is refused before any point is planned
-    js = jube.make(payload, nodes, variables, repeat, plan_fields(plan, SWEEP), submit, wait_timeout, output_dir)
+    js = jube.make(payload, nodes, variables, repeat, plan_fields(plan, SWEEP), submit, wait, wait_timeout,
+                   output_dir)
     jube.write(path, js)
     out.print(str(path.absolute()), markup=False, soft_wrap=True)
-    step = "hpcai submit --wait" if js.submit else "hpcai launch"
+    step = "hpcai submit --wait" if js.wait else "hpcai submit" if js.submit else "hpcai launch"
+    then = ("`jube continue` on its run folder until `jube status` says FINISHED (the jobs' ends), then "
+            if js.submit and not js.wait else "then ")
     err.print(f"sweep: JUBE benchmark of {sw.count_points(nodes, variables, repeat)} points ({step} each) in "
-              f"{path}: `jube run {path}`, then `jube result -a` on its run folder", soft_wrap=True, markup=False)
+              f"{path}: `jube run {path}`, {then}`jube result -a` on its run folder", soft_wrap=True, markup=False)
 
 
 def _wait(runs: list[dict], folder: Path, timeout_s: float | None) -> None:

@@ -9,10 +9,14 @@ order that makes JUBE's workpackages follow the sweep's points: nodes vary faste
 headline, and the result table `hpcai` shows one row per point. The step, as JUBE runs it:
 
     env -u batch_size -u nodes /venv/bin/hpcai submit --image IMG --site S … --nodes "$nodes" \
-        --output-dir record --wait -- PAYLOAD "batch_size=$batch_size"
+        --output-dir record --done-file ready -- PAYLOAD "batch_size=$batch_size"     (done_file="ready")
     /venv/bin/hpcai results export record --json --output hpcai-result.json
 
-(`hpcai launch` without `--wait` where the site is not a Slurm one, or with --no-submit.)
+On a Slurm site the step is asynchronous, as CARAML's are: `jube run` submits every point and
+returns; the job's launch writes `ready` once its record is final, and `jube continue` then runs
+the export of each point whose job has ended (`jube status` says FINISHED when all have). With
+`--wait` (or `--wait-timeout`) the step waits for its job instead (`hpcai submit --wait`), and
+elsewhere, or with --no-submit, it runs `hpcai launch` in place.
 
 A value crosses three readers, and each is handled in one place: `text` (one line, characters XML
 can hold, every `$` doubled: JUBE reads `$name` as its parameter and `$$` as `$`; a `$` JUBE cannot
@@ -38,6 +42,7 @@ from hpcai.errors import UsageError, one_line
 
 RECORD = "record"                   # the point's run record, in the workpackage's work folder
 RESULT_FILE = "hpcai-result.json"   # `hpcai results export record --json`, read by the patterns
+DONE_FILE = "ready"                 # the job's launch writes it (--done-file): JUBE's done_file
 STEP = "run"
 POINTS = "hpcai_points"
 TABLE = "hpcai"
@@ -67,7 +72,8 @@ class JubeSweep:
     repeat: int
     options: tuple[str, ...]        # `hpcai launch` options every point shares (options_argv, no --nodes/-o)
     hpcai: tuple[str, ...]          # the argv that runs this hpcai, absolute
-    submit: bool                    # `hpcai submit --wait` (Slurm), else `hpcai launch`
+    submit: bool                    # `hpcai submit` (Slurm), else `hpcai launch`
+    wait: bool = False              # submit: wait for the job in the step, not with JUBE's done_file
     wait_timeout: float | None = None
     outpath: str = "bench_run"      # where `jube run` puts its runs (relative: to the file's folder)
 
@@ -122,10 +128,12 @@ def run_command(js: JubeSweep) -> str:
              "submit" if js.submit else "launch"]
     words += [word("option", w) for w in js.options]
     words += ["--nodes", '"$$nodes"', "--output-dir", RECORD]
-    if js.submit:
+    if js.submit and js.wait:
         words.append("--wait")
         if js.wait_timeout is not None:
             words += ["--wait-timeout", word("--wait-timeout", js.wait_timeout)]
+    elif js.submit:
+        words += ["--done-file", DONE_FILE]
     words += ["--", word("payload", js.payload), *(f'"{n}=$${n}"' for n in names)]
     return " ".join(words)
 
@@ -153,7 +161,10 @@ def benchmark(js: JubeSweep) -> ET.Element:
 
     step = ET.SubElement(bench, "step", name=STEP)
     ET.SubElement(step, "use").text = POINTS
-    ET.SubElement(step, "do").text = run_command(js)
+    # Format: <do done_file="ready">… hpcai submit … --done-file ready …</do>: the step's next `do`
+    # runs in a later `jube continue`, once the job's launch has written the file
+    run = ET.SubElement(step, "do", {"done_file": DONE_FILE} if js.submit and not js.wait else {})
+    run.text = run_command(js)
     ET.SubElement(step, "do").text = result_command(js)
 
     patterns = ET.SubElement(bench, "patternset", name="hpcai_result")
@@ -196,7 +207,7 @@ def jube_file(path: Path) -> Path:
 
 
 def make(payload: str, nodes: list[int], variables: dict[str, list[str]], repeat: int, base: dict[str, Any],
-         submit: bool | None, wait_timeout: float | None, outpath: str | None) -> JubeSweep:
+         submit: bool | None, wait: bool, wait_timeout: float | None, outpath: str | None) -> JubeSweep:
     """Plan every point as the sweep would (check=False: nothing is run, no record is made), then
     the options they share, with the site pinned and relative paths made absolute (JUBE runs the
     step in a folder of its own)."""
@@ -219,8 +230,8 @@ def make(payload: str, nodes: list[int], variables: dict[str, list[str]], repeat
     if submit and not slurm:
         raise UsageError(f"--jube --submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
     submit = slurm if submit is None else submit
-    if wait_timeout is not None and not submit:
-        raise UsageError("--wait-timeout is for `hpcai submit --wait`; this export runs `hpcai launch`")
+    if (wait or wait_timeout is not None) and not submit:
+        raise UsageError("--wait and --wait-timeout are for `hpcai submit`; this export runs `hpcai launch`")
     image = str(Path(opts.image).absolute()) if get_runtime(plan.runtime).image_is_file else opts.image
     shared = replace(opts, nodes=None, output_dir=None, payload_args=(), site=plan.site, image=image,
                      data=str(Path(opts.data).absolute()) if opts.data else "")
@@ -232,7 +243,8 @@ def make(payload: str, nodes: list[int], variables: dict[str, list[str]], repeat
                          "--env NAME, copied from the environment `jube run` runs in")
     return JubeSweep(payload=payload, nodes=tuple(nodes),
                      variables=tuple((k, tuple(variables[k])) for k in sorted(variables)), repeat=repeat,
-                     options=tuple(argv), hpcai=hpcai_argv(), submit=submit, wait_timeout=wait_timeout,
+                     options=tuple(argv), hpcai=hpcai_argv(), submit=submit,
+                     wait=submit and (wait or wait_timeout is not None), wait_timeout=wait_timeout,
                      outpath=str(Path(outpath).absolute()) if outpath else "bench_run")
 
 

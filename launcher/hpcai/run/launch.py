@@ -152,6 +152,15 @@ class _Writes:
         else:
             self.failed.pop(name, None)
 
+    def text(self, path: Path, text: str, what: str) -> None:
+        """A file the user named outside the record (--done-file), by files' rules for such names."""
+        from hpcai import files
+
+        try:
+            files.write_atomic(path, text, None, what)
+        except (OSError, HpcaiError) as exc:
+            self.failed[str(path)] = getattr(exc, "strerror", None) or str(exc)
+
     def problem(self) -> str | None:
         if not self.failed:
             return None
@@ -236,6 +245,8 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
         writes.json(record.PLAN, data)
         if plan.payload != "cmd":  # a raw command has no parser to run
             _finalize_metrics(run_dir, writes)
+        if plan.done_file:  # last: whoever waits on it finds the record final
+            writes.text(Path(plan.done_file), state + "\n", "--done-file")
     say(f"run record: {plain(run_dir, lines=False)}")  # -o as given: one line
     problem = writes.problem()
     if problem:

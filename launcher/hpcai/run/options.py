@@ -68,6 +68,9 @@ PLAN: tuple[Opt, ...] = (  # in the order a batch script's `hpcai launch` line g
     Opt("host_mpi", ("--host-mpi/--no-host-mpi",), "switch", "Swap the site's host MPI (mpi_swap, e.g. Cray "
                                                             "MPICH) into an MPICH image (default: for images "
                                                             "labelled MPICH, where the site has one)."),
+    Opt("done_file", ("--done-file",), help="Write FILE (the run's final state) once the run has ended and its "
+                                            "record is final, whatever the outcome: for tools that wait on a "
+                                            "file (JUBE's done_file).", default=""),
 )
 CMD = Opt("cmd", ("--cmd",), "flag", "Run the raw command given after `--` instead of a payload.")
 REPEAT = Opt("repeat", ("--repeat",), "int", "Run it N times, one record each (under --output-dir when given).",
@@ -84,7 +87,8 @@ SUBMIT = (*PLAN, CMD, REPEAT, Opt("no_submit", ("--no-submit",), "flag", "Write 
 # folder. Its image may wait: `--dry-run` lists the points without one.
 SWEEP = (Opt("nodes", ("--nodes", "-N"), help="Node counts, e.g. 1,2,4,8.", required=True),
          Opt("var", ("--var",), "list", "NAME=V1,V2: one point per value (× node counts), repeatable."),
-         *(replace(o, required=False) for o in PLAN if o.name not in ("nodes", "nodelist", "output_dir")),
+         # (a --done-file is one point's: `--jube` gives each workpackage its own)
+         *(replace(o, required=False) for o in PLAN if o.name not in ("nodes", "nodelist", "output_dir", "done_file")),
          REPEAT,
          Opt("output_dir", ("--output-dir", "-o"), help="Sweep folder (default: runs/sweep-<time>)."),
          Opt("dry_run", ("--dry-run",), "flag", "List the points and exit."),

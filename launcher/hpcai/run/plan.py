@@ -61,6 +61,7 @@ class LaunchOptions:
     no_entrypoint: bool = False
     host_mpi: bool | None = None          # the site's mpi_swap: None = for MPICH images (run/mpi_swap.py)
     userns: bool | None = None            # apptainer --userns; None: the site's apptainer_userns
+    done_file: str = ""                   # written once the run has ended (--done-file)
 
 
 @dataclass
@@ -92,6 +93,7 @@ class LaunchPlan:
     payload_values: dict[str, str] = field(default_factory=dict)  # every variable, resolved
     files: dict[str, str] = field(default_factory=dict)  # name in the run record -> text (ce: its EDF)
     prepare: list[list[str]] = field(default_factory=list)  # run once before the step (sarus pull)
+    done_file: str = ""                   # absolute; written with the final state once the record is final
 
     @property
     def commands(self) -> list[list[str]]:
@@ -503,7 +505,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
                       profiles=list(opts.profiles), payload_values=call.values,
                       geometry=geom, binds=binds, container_env=container_env, argv=[],
                       run_dir=str(run_dir), job_id=job_id, energy=opts.energy, warnings=warnings,
-                      secret_env=_secret_process_env(secret_env, runtime))
+                      secret_env=_secret_process_env(secret_env, runtime), done_file=_done_file(opts.done_file))
     plan.image_labels = labels
     if backend.slurm and hasattr(runtime, "prepare"):  # once on this host, before srun starts the ranks
         plan.prepare = runtime.prepare(opts.image)
@@ -665,6 +667,16 @@ def _needs_shim(runtime: Runtime, site: SiteProfile, backend: Backend, opts: Lau
     set the rank variables."""
     return (runtime.engine or _joins(runtime, spec) or backend.shim_logs or opts.per_gpu or opts.no_entrypoint
             or runtime.clean_env(site))
+
+
+def _done_file(name: str) -> str:
+    """--done-file NAME, absolute (a batch job runs where it was submitted from; a JUBE step in its
+    work folder), refused now if it could not be written then (files.check_output's rules)."""
+    if not name:
+        return ""
+    from hpcai import files
+
+    return str(files.check_output(Path(one_line("--done-file", name)).absolute(), "--done-file"))
 
 
 def group_word(run_dir: Path) -> str:

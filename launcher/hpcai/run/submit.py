@@ -87,6 +87,7 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
     _check_slurm(plan)
     run_dir = Path(plan.run_dir)
     opts.output_dir = str(run_dir)
+    opts.done_file = plan.done_file  # absolute, as the plan checked it
     text = sbatch_script(plan, opts, sys.executable)  # refused values leave no folder behind
     run_dir.mkdir(parents=True, exist_ok=True, mode=record.PRIVATE_DIR)
     script = run_dir / SCRIPT
