@@ -224,14 +224,20 @@ def tensorflow_cpu_image(tmp_path_factory) -> str:
     """Tag of the real tensorflow-cpu image, built once per session."""
     if os.environ.get("HPCAI_TENSORFLOW_CPU_IMAGE"):
         return os.environ["HPCAI_TENSORFLOW_CPU_IMAGE"]
-    # tf-cnn-benchmarks bakes CARAML's fork and jpwr from GitHub archives this machine cannot
-    # reach: their byte-identical, sha256-checked copies in tests/infra/mirror (sources.py)
-    sources = tmp_path_factory.mktemp("tf-sources")
-    res = subprocess.run([sys.executable, str(REPO / "tests/infra/sources.py"), str(sources), "tf-cnn-benchmarks",
-                          "jpwr"], capture_output=True, text=True, timeout=300, check=False)
+    sources = mirror_sources(tmp_path_factory, "tf-cnn-benchmarks", "jpwr")
+    return build_image("tensorflow-cpu", tmp_path_factory.mktemp("build-tensorflow-cpu"), "--sources", str(sources))
+
+
+def mirror_sources(tmp_path_factory, *components: str) -> Path:
+    """A --sources folder with COMPONENTS at their pinned versions: payloads that bake GitHub
+    archives this machine cannot reach take their byte-identical, sha256-checked copies in
+    tests/infra/mirror (tests/infra/sources.py)."""
+    sources = tmp_path_factory.mktemp("sources")
+    res = subprocess.run([sys.executable, str(REPO / "tests/infra/sources.py"), str(sources), *components],
+                         capture_output=True, text=True, timeout=300, check=False)
     if res.returncode != 0:
         pytest.fail(f"tests/infra/sources.py failed:\n{res.stderr[-3000:]}")
-    return build_image("tensorflow-cpu", tmp_path_factory.mktemp("build-tensorflow-cpu"), "--sources", str(sources))
+    return sources
 
 
 # --- SIFs built once per session with the real `hpcai sif` / `hpcai build --builder apptainer` ----

@@ -42,7 +42,7 @@ LAUNCHER_VARS = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_R
 # What each payload's Python needs (payload.toml's requires.modules, plus accelerate, which the
 # Hugging Face Trainer imports on PyTorch).
 NEEDS = {"sanity": (), "ddp-bench": ("torch",), "hf-clm": ("torch", "transformers", "accelerate"),
-         "megatron-gpt": ("torch", "megatron.core")}
+         "megatron-gpt": ("torch", "megatron.core"), "openclip": ("torch", "torchvision", "open_clip", "training")}
 
 
 # ------------------------------------------------------------------ where things go -----------
@@ -125,7 +125,8 @@ print(json.dumps(out))
 """
 
 
-def probe_python(python: str, modules=("transformers", "accelerate", "torchvision", "megatron.core")) -> dict:
+def probe_python(python: str, modules=("transformers", "accelerate", "torchvision", "megatron.core", "open_clip",
+                                       "training")) -> dict:
     """What PYTHON has: torch's version, CUDA, device names, NCCL, and which MODULES import."""
     try:
         res = subprocess.run([python, "-c", TORCH_PROBE, *modules], capture_output=True, text=True,

@@ -4,7 +4,8 @@ PyTorch, from the source tree, on bare metal (no Docker, Apptainer or image).
 1. the payload runner (payloads/_runner/hpcai-bench, HPCAI_PAYLOADS_DIR=payloads):
    `sanity` and `ddp-bench` (backend=nccl) on every visible GPU, one rank per GPU under torchrun;
    `hf-clm --profile quick` on one GPU (GPT-2-shaped 2-layer model from its config, random
-   tokens: no download, no network);
+   tokens: no download, no network); megatron-gpt at CARAML's 800M values and openclip (OpenCLIP
+   at MMoCLIP's commit, `--profile quick`) on one GPU, where their modules are installed;
 2. entrypoints/hpcai-entrypoint --check, and the entrypoint's GPU hook binding a rank to its GPU;
 3. `hpcai results parse` over the logs the runner printed.
 
@@ -202,6 +203,33 @@ def test_megatron_caraml_800m_on_one_gpu(megatron_run, facts):
                    "iterations": summary["iterations"], "tokens_per_second": tps,
                    "tflops_per_gpu": summary["tflops_per_gpu"], "time_per_iteration": summary["time_per_iteration"],
                    "seconds": result["seconds"], "log": str(megatron_run.log)})
+
+
+@pytest.fixture(scope="module")
+def openclip_run(cuda_python, session_dir):
+    _need(cuda_python[1], "openclip")
+    first = str(_visible()[0])
+    return run_bench(cuda_python[0], "openclip", session_dir, profile="quick", nproc=1,
+                     env={"CUDA_VISIBLE_DEVICES": first, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, timeout=600)
+
+
+@pytest.mark.slow
+def test_openclip_at_mmoclips_commit_on_one_gpu(openclip_run, facts, cuda_python):
+    """openclip: OpenCLIP at the commit MMoCLIP pins (ee286275, open_clip 2.14.0, `training.main`)
+    with MMoCLIP's flags on synthetic data, the quick profile (ViT-B-32, 2048 samples, batch 64,
+    amp_bf16) on one GPU: every step logged, total_time_secs by MMoCLIP's rule."""
+    result = _passed(openclip_run)
+    assert "Train Epoch: 0 [2048/2048 (100%)]" in openclip_run.output, openclip_run.tail()
+    parsed = results_parse(openclip_run.log, "openclip")
+    assert parsed.returncode == 0 and parsed.headline == "total_time_secs", parsed.doc
+    secs = result["metrics"]["total_time_secs"]
+    assert secs > 0 and math.isclose(parsed.metric("total_time_secs"), secs, rel_tol=1e-6), (parsed.doc, secs)
+    gpu = _gpu(_visible()[0])
+    append_report({"check": "openclip", **facts, "gpu": gpu["name"], "gpus": 1, "ranks": 1,
+                   "open_clip": cuda_python[1].get("modules", {}).get("open_clip"), "model": "ViT-B-32",
+                   "samples": 2048, "batch": 64, "precision": "amp_bf16", "total_time_secs": secs,
+                   "samples_per_second_after_first": 2048 * 31 / 32 / secs, "seconds": result["seconds"],
+                   "log": str(openclip_run.log)})
 
 
 PROBE_GPU = ("import json, os, torch; print(json.dumps({'visible': os.environ.get('CUDA_VISIBLE_DEVICES'), "
