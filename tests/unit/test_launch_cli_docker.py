@@ -149,6 +149,13 @@ def test_done_file_is_written_last_with_the_final_state(hpcai_exe, tmp_path):
     assert (tmp_path / "ok.done").stat().st_mtime >= (ok / "status.json").stat().st_mtime
     res = launch(hpcai_exe, bad, "--done-file", str(tmp_path / "bad.done"), "--cmd", "--", "false")
     assert res.returncode == 1 and (tmp_path / "bad.done").read_text() == "failed\n"
+    # --repeat: once, by the last repetition, after its record is final
+    res = launch(hpcai_exe, tmp_path / "rep", "--repeat", "2", "--done-file", str(tmp_path / "rep.done"),
+                 "--cmd", "--", "true")
+    assert res.returncode == 0, res.stderr
+    last = max((tmp_path / "rep").iterdir(), key=lambda d: (d / "status.json").stat().st_mtime)
+    assert (tmp_path / "rep.done").stat().st_mtime >= (last / "status.json").stat().st_mtime
+    assert (tmp_path / "rep.done").read_text() == "completed\n"
 
 
 def test_done_file_where_it_cannot_be_written_is_refused_before_anything_runs(hpcai_exe, tmp_path):

@@ -43,23 +43,28 @@ def run_repeated(opts: LaunchOptions, repeat: int, echo: bool = False) -> list[P
     """`--repeat N`: the same launch N times, one record each, as the Mila suite repeats whole runs
     (`results show|compare` then give mean, sd and the rest over them). With --output-dir, that
     folder holds the N records. Every repetition runs even when one fails (LaunchFailed after the
-    last, naming them); Ctrl-C or a cancelled run stops the rest."""
+    last, naming them); Ctrl-C or a cancelled run stops the rest. A --done-file is written once,
+    by the last repetition that runs."""
     from dataclasses import replace
 
+    from hpcai import files
     from hpcai.run.plan import check_repeat
 
     check_repeat(repeat)
     if repeat == 1:
         return [run_launch(opts, echo=echo)]
-    each = replace(opts, output_dir=None, runs_root=opts.output_dir or opts.runs_root)
+    each = replace(opts, output_dir=None, runs_root=opts.output_dir or opts.runs_root, done_file="")
     runs, failed = [], []
     for i in range(1, repeat + 1):
         if echo:
             say(f"repetition {i} of {repeat}")
-        run_dir = run_launch(each, check=False, echo=echo)
+        run_dir = run_launch(replace(each, done_file=opts.done_file) if i == repeat else each, check=False,
+                             echo=echo)
         runs.append(run_dir)
         state = record.read_json(run_dir / record.STATUS).get("state")
         if state == "cancelled":
+            if opts.done_file and i < repeat:  # the rest will not run: this one ended the launch
+                files.write_atomic(Path(opts.done_file).absolute(), "cancelled\n", None, "--done-file")
             raise LaunchFailed(f"repetition {i} of {repeat} was cancelled; the rest did not run", run_dir, 130)
         if state != "completed":
             failed.append(run_dir)
