@@ -99,3 +99,17 @@ def test_sbatch_script_holds_no_secret(hpcai, tmp_path):
     assert res.exit_code == 0, res.stderr
     text = (tmp_path / "r" / "submit.sbatch").read_text()
     assert "hf_abcdef" not in text and "--env HF_TOKEN " in text
+
+
+@pytest.mark.parametrize("value", ["Bearer eyJhbGciOiJIUzI1NiJ9.e30.sig", "ghp_0123456789abcdefghij0123456789abcdef",
+                                   "https://user:pw@host/repo.git"])
+def test_a_secret_shaped_cmd_value_is_hidden_and_warned_about(hpcai, tmp_path, value):
+    """Its printed forms hide it; argv still carries it, which `ps` shows: one warning says so."""
+    res = hpcai("launch", "--dry-run", "--site", "local", "--runtime", "docker", "--image", "img",
+                "-o", str(tmp_path / "r"), "--no-entrypoint", "--cmd", "--", "curl", "-H", value)
+    assert res.exit_code == 0, res.stderr
+    assert value not in res.stdout + res.stderr
+    assert res.stderr.count("shaped like a secret") == 1 and "--env NAME" in res.stderr
+    plain = hpcai("launch", "--dry-run", "--site", "local", "--runtime", "docker", "--image", "img",
+                  "-o", str(tmp_path / "p"), "--no-entrypoint", "--cmd", "--", "curl", "-H", "Accept: text/plain")
+    assert plain.exit_code == 0 and "shaped like a secret" not in plain.stderr

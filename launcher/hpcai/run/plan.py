@@ -433,7 +433,7 @@ def _labels_if_here(runtime: Any, image: str) -> dict[str, str]:
 
 def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = True) -> LaunchPlan:
     """The full plan. check=False (dry-run) does not require the image to exist here."""
-    from hpcai.redact import secret_flags, secret_items
+    from hpcai.redact import redact_argv, secret_flags, secret_items
     from hpcai.run.runtimes import ENTRYPOINT, ContainerSpec, get_runtime
 
     host = host or Host()
@@ -461,6 +461,10 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
                         f"{opts.runtime} may not be installed there")
     warnings += [f"--cmd passes a value after {flag}: it is in the command line, which `ps` shows on every node; "
                  f"pass it in the environment (--env NAME) instead" for flag in secret_flags(opts.cmd)]
+    if not secret_flags(opts.cmd) and redact_argv(list(opts.cmd)) != list(opts.cmd):
+        warnings.append("--cmd passes a value shaped like a secret (a token, a Bearer credential, a URL's password): "
+                        "hpcai's output hides it, but it is in the command line, which `ps` shows on every node; "
+                        "pass it in the environment (--env NAME) instead")
     binds, notes = merge_binds(binds, [*parse_binds(opts.binds), *_data_bind(opts.data, check)])
     if opts.data:
         container_env["HPCAI_DATA"] = DATA_MOUNT
