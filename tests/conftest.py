@@ -228,6 +228,15 @@ def tensorflow_cpu_image(tmp_path_factory) -> str:
     return build_image("tensorflow-cpu", tmp_path_factory.mktemp("build-tensorflow-cpu"), "--sources", str(sources))
 
 
+@pytest.fixture(scope="session")
+def mila_cpu_image(tmp_path_factory) -> str:
+    """pytorch-cpu with the mila-training payload only (Mila's code from the mirror's archive; not
+    a default payload of the CPU flavor, whose demo build reaches no mirror), built once."""
+    sources = mirror_sources(tmp_path_factory, "mila-training")
+    return build_image("pytorch-cpu", tmp_path_factory.mktemp("build-mila-cpu"), "--payloads", "mila-training",
+                       "--sources", str(sources))
+
+
 def mirror_sources(tmp_path_factory, *components: str) -> Path:
     """A --sources folder with COMPONENTS at their pinned versions: payloads that bake GitHub
     archives this machine cannot reach take their byte-identical, sha256-checked copies in

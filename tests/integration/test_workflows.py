@@ -141,3 +141,18 @@ def test_mila_profile_repeats_and_reports_the_deviation_quantile(pytorch_cpu_ima
     assert compare.returncode == 0, compare.stderr
     data = json.loads(compare.stdout)
     assert data["rows"][0]["n"] == 2 and data["deviation_quantile"] == pytest.approx(data["rows"][0]["sd_percent"])
+
+
+def test_mila_training_on_two_nodes_records_milas_reports(mila_cpu_image, hpcai_exe, tmp_path):
+    """`hpcai launch … mila-training`: Mila's run.py once per node (it starts the per-GPU copies
+    itself; one on a CPU node), toy_reg at the quick size; the record's metrics come from Mila's
+    printed report through the host parser."""
+    run = tmp_path / tmp_path.name
+    res, logs = launch(hpcai_exe, mila_cpu_image, run, "mila-training", "bench=toy_reg",
+                       options=["--profile", "quick", "-N", "2", "--ntasks-per-node", "1"])
+    assert res.returncode == 0, res.stderr[-3000:] + logs[0][-3000:]
+    for log in logs[:2]:  # both nodes ran Mila's harness, one copy each
+        assert "./regression/polynome/pytorch/run.sh" in log and '"name": "toy_reg"' in log
+    got = recorded(run)
+    assert got["toy_reg_items_per_s"] > 0 and got["score"] == pytest.approx(got["toy_reg_items_per_s"])
+    assert bench_result(logs[0])["synthetic"] is False  # toy_reg's generated data is the benchmark's own

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.hostile
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 # one real log per payload; a payload added without one fails test_every_payload_has_a_sample
 SAMPLES = {"ddp-bench": "ddp_bench_hpcai.log", "hf-clm": "hf_clm_hpcai.log", "hvd-synthetic": "hvd_pytorch.log",
-           "megatron-gpt": "megatron.log", "mila-suite": "mila_suite_cpu.log", "mpi-allreduce": "mpi_allreduce.log",
+           "megatron-gpt": "megatron.log", "mila-suite": "mila_suite_cpu.log", "mila-training": "mila_training_cpu.log", "mpi-allreduce": "mpi_allreduce.log",
            "nccl-tests": "nccl_allreduce_2.21.log", "openclip": "openclip_stderr.log",
            "osu": "osu_allreduce_latency.txt", "rccl-tests": "rccl_allreduce.log", "sanity": "sanity_label.log",
            "tf-cnn-benchmarks": "tf_cnn_benchmarks_fork.log", "tf-resnet50": "tf_cnn.log"}

@@ -298,3 +298,48 @@ def test_mila_nan_losses_are_counted_and_cut_lines_skipped():
     assert r.get("nans").value == 3 and r.warnings == ["3 NaN loss(es) in convnet"]
     with pytest.raises(UsageError, match="mila"):
         parse_text("mila", "mila-suite: score 12 items/s\n")
+
+
+def test_mila_training_reads_milas_own_printed_reports():
+    """A captured run of Mila's own code (payloads/mila-training): its reports printed as indented
+    JSON between rules, one per benchmark, named by run.py's BENCH_NAME."""
+    text = (LOGS / "mila_training_cpu.log").read_text()
+    r = parse("mila", LOGS / "mila_training_cpu.log")
+    assert r.details["benchmarks"] == ["toy_reg", "toy_lstm", "wlm"]
+    for report in r.details["reports"]:  # Mila's report shape (its README's sample)
+        assert set(report["train"]) == {"avg", "min", "max", "sd", "count", "unit"}
+        assert set(report["train_item"]) == {"avg", "min", "max", "range", "unit"}
+        assert report["train_item"]["unit"] == "items/sec" and report["number"] == 2
+        # Mila drops 10 observations; wlm's loop makes repeat - 1 of them
+        assert report["train"]["count"] == (2 if report["name"] == "wlm" else 3)
+        expected = report["batch_size"] * report["number"] / report["train"]["avg"]
+        assert report["train_item"]["avg"] == pytest.approx(expected)
+    printed = float(text.split("mila-training: score ", 1)[1].split()[0])  # the wrapper's own summary
+    assert r.headline.value == pytest.approx(printed, rel=1e-5)
+    wlm = r.details["reports"][2]
+    assert r.get("wlm_sd_pct").value == pytest.approx(100 * wlm["train"]["sd"] / wlm["train"]["avg"])
+
+
+def test_mila_training_reads_milas_unclosed_report_file():
+    """Mila's report file: `[` then `{…},` per benchmark, never closed."""
+    path = LOGS / "mila_training_report_0.json"
+    assert path.read_text().rstrip().endswith("},")
+    from_file, from_stdout = parse("mila", path), parse("mila", LOGS / "mila_training_cpu.log")
+    assert from_file.details["benchmarks"] == ["toy_reg", "toy_lstm", "wlm"]
+    assert from_file.headline.value == pytest.approx(from_stdout.headline.value)
+
+
+def test_mila_training_copies_count_once_and_a_cut_report_is_skipped():
+    """Mila runs one copy per GPU: a benchmark reported by two copies counts once, at their mean;
+    copies printing at once can cut a report, which is skipped."""
+    text = (LOGS / "mila_training_cpu.log").read_text()
+    start = text.index("\n{\n") + 1
+    block = text[start:text.index("\n}\n", start) + 3]
+    doc = json.loads(block)
+    doubled = dict(json.loads(block), jr_id="1")  # the second GPU's copy, three times as fast
+    doubled["train_item"]["avg"] *= 3
+    log = block + json.dumps(doubled, indent=4) + "\n" + block[: len(block) // 2] + "\n"
+    r = parse_text("mila", log)
+    assert r.details["benchmarks"] == ["toy_reg"] and len(r.details["reports"]) == 2
+    assert r.headline.value == pytest.approx(2 * doc["train_item"]["avg"])
+    assert r.get("toy_reg_sd_pct") is None  # no single spread for two copies

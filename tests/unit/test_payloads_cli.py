@@ -12,7 +12,7 @@ def test_list_json_has_every_payload_with_its_headline(hpcai):
     assert entries["nccl-tests"]["headline"] == "busbw_avg"
     assert entries["nccl-tests"]["flavors"] == ["pytorch-ngc", "tensorflow-ngc"]
     assert entries["hf-clm"]["parser"] == "hf-trainer"
-    assert len(entries) == 13 and entries["mila-suite"]["headline"] == "score"
+    assert len(entries) == 14 and entries["mila-suite"]["headline"] == "score"
     assert entries["megatron-gpt"]["headline"] == "tokens_per_second" and entries["megatron-gpt"]["parser"] == "megatron"
 
 
@@ -50,7 +50,7 @@ def test_unknown_payload_and_flavor_are_one_line_exit_2(hpcai):
     res = hpcai("payloads", "show", "nccl")
     assert res.exit_code == 2
     assert res.stderr.strip() == ("error: unknown payload 'nccl'; valid: ddp-bench, hf-clm, hvd-synthetic, "
-                                  "megatron-gpt, mila-suite, mpi-allreduce, nccl-tests, openclip, osu, rccl-tests, sanity, tf-cnn-benchmarks, tf-resnet50")
+                                  "megatron-gpt, mila-suite, mila-training, mpi-allreduce, nccl-tests, openclip, osu, rccl-tests, sanity, tf-cnn-benchmarks, tf-resnet50")
     res = hpcai("payloads", "list", "--flavor", "pytorch")
     assert res.exit_code == 2 and res.stderr.startswith("error: unknown flavor 'pytorch'; valid: pytorch-cpu")
 

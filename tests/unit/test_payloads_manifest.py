@@ -28,7 +28,7 @@ ROOT = payloads.payloads_root()
 def test_every_issue_payload_is_shipped():
     assert NAMES == sorted(["sanity", "mpi-allreduce", "ddp-bench", "hvd-synthetic", "hf-clm",
                             "tf-resnet50", "tf-cnn-benchmarks", "nccl-tests", "rccl-tests", "osu", "openclip",
-                            "mila-suite", "megatron-gpt"])
+                            "mila-suite", "mila-training", "megatron-gpt"])
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -1,0 +1,50 @@
+"""Port the Mila training suite (mila-iqia/training @224a69c3, 2019) to today's Python and PyTorch.
+
+Usage: port.py SRC   (the unpacked repository; run once, at image build)
+
+Each change is the smallest edit that makes the upstream line run, and each is checked: an edit
+whose original text is not found stops the build (the pinned archive is checksummed, so this only
+fires when the pin moves). Nothing about timing, batches or reports changes. CHANGES lists
+each edit with its reason; the build prints them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+CHANGES = [
+    ("run.py", "    env['RUN_ID'] = opt.uid\n", "    env['RUN_ID'] = str(opt.uid)\n",
+     "os.environ takes strings only: run.py failed every job with TypeError on Python 3"),
+    ("common/perf/arguments.py", "args['run_id'] = os.getenvb('RUN_ID', 0)", "args['run_id'] = os.getenv('RUN_ID', 0)",
+     "os.getenvb needs a bytes key, and its bytes value cannot go into the JSON report: every report failed"),
+    ("run.py", "device_count = torch.cuda.device_count()\n", "device_count = torch.cuda.device_count() or 1\n",
+     "with no GPU, run.py started one copy per GPU, that is none: on CPUs one copy runs"),
+    ("run.py", "env['JOB_FILE'] = opt.jobs.split('.')[0]\n", "env['JOB_FILE'] = os.path.basename(opt.jobs).split('.')[0]\n",
+     "the report is named after the jobs file: a jobs file outside the repository (hpcai writes one per run) "
+     "gave a path inside the report's folder"),
+    ("time_sequence_prediction/lstm/pytorch/train.py", "data = torch.load(data_folder + '/traindata.pt')",
+     "data = torch.load(data_folder + '/traindata.pt', weights_only=False)",
+     "torch.load defaults to weights_only=True since PyTorch 2.6, which refuses the numpy array "
+     "generate_sine_wave.py saves"),
+    ("config.env", "    sync; sysctl vm.drop_caches=3 > /dev/null 2>&1\n",
+     "    sync; sysctl vm.drop_caches=3 > /dev/null 2>&1 || true\n",
+     "compute_resource.sh sets -e, so a sysctl that is missing (no procps in the image) or refused "
+     "(not root, a container's read-only /proc/sys) ended every job before its script ran"),
+]
+
+
+def port(src: Path) -> None:
+    for rel, old, new, why in CHANGES:
+        path = src / rel
+        text = path.read_text()
+        if text.count(old) != 1:
+            sys.exit(f"port.py: {rel}: expected exactly one {old.strip()!r} ({why})")
+        path.write_text(text.replace(old, new))
+        print(f"port.py: {rel}: {why}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: port.py SRC")
+    port(Path(sys.argv[1]))
