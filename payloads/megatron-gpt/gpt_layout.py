@@ -74,3 +74,14 @@ def padded_vocab(vocab, tp, divisible_by=128):
     """Megatron pads the vocabulary to a multiple of 128 x tensor parallel size."""
     multiple = divisible_by * tp
     return int(math.ceil(vocab / multiple) * multiple)
+
+
+GPT2_VOCAB = 50257  # GPT2BPETokenizer; Megatron pads to a multiple of 128 x tensor parallel size
+
+
+def short_names(lay, seq):
+    """A layout under the short names megatron_gpt.py and megatron_lm.py use."""
+    return dict(layers=lay["num_layers"], hidden=lay["hidden_size"], heads=lay["num_attention_heads"],
+                ffn=lay["ffn_hidden_size"], micro=lay["micro_batch_size"], tp=lay["tp"], pp=lay["pp"],
+                gas=lay["grad_accum"], gbs=lay["global_batch_size"], precision=lay["precision"], dp=lay["dp"],
+                microbatches=lay["microbatches"], seq=seq, vocab=padded_vocab(GPT2_VOCAB, lay["tp"]))

@@ -1,13 +1,19 @@
-"""Megatron GPT pre-training in the shape of CARAML's LLM benchmark, on Megatron Core.
+"""Megatron GPT pre-training as CARAML's LLM benchmark: CARAML's own code, or Megatron Core.
+
+--implementation megatron-lm runs CARAML's own path (megatron_lm.py: Megatron-LM f7727433 with
+CARAML's patch, pretrain_gpt.py with CARAML's arguments; CUDA images with a GPU); core, the rest of
+this file, is the stand-in every image runs; auto picks megatron-lm where it can run. --text FILE
+is tokenized first by Megatron-LM's preprocess_data.py with CARAML's GPT-2 files (CUDA images);
+--data-prefix names a tokenized set. The shape line says which implementation and data ran.
 
 CARAML runs Megatron-LM's pretrain_gpt.py (GPT-2 BPE vocabulary, sequence 2048, Adam, RoPE) at
 three sizes and reports tokens/s = global batch x sequence length / seconds per iteration and
-its patch's TFLOP/s per GPU. This script builds the same GPT with Megatron Core's GPTModel,
+its patch's TFLOP/s per GPU. The stand-in builds the same GPT with Megatron Core's GPTModel,
 splits it with Megatron's tensor, pipeline and data parallel groups and runs Megatron's own
 forward/backward schedules, so one code path serves a laptop CPU (gloo, tiny size) and a GPU
-cluster (NCCL, CARAML's sizes; gpt_layout.py reads them from payload.toml). Data are random
-tokens of the vocabulary's size: every line says SYNTHETIC (CARAML trains on a 790-sample OSCAR
-subset; throughput does not depend on the token values). Log lines follow Megatron's and CARAML's
+cluster (NCCL, CARAML's sizes; gpt_layout.py reads them from payload.toml). Without a data set
+it trains on random tokens of the vocabulary's size and says SYNTHETIC (CARAML trains on a
+790-sample OSCAR subset; throughput does not depend on the token values). Log lines follow Megatron's and CARAML's
 patch (aux/nvidia_energy_llm_fix.patch):
 
     iteration       10/      50 | consumed samples: 5120 | elapsed time per iteration (s): 1.2345 | TFLOPs: 123.45 | …
@@ -37,8 +43,9 @@ import torch
 import torch.distributed as dist
 
 import gpt_layout
+import megatron_lm
 
-GPT2_VOCAB = 50257  # GPT2BPETokenizer; Megatron pads to a multiple of 128 x tensor parallel size
+GPT2_VOCAB = gpt_layout.GPT2_VOCAB
 TRAIN_SAMPLES = 300_000_000  # CARAML's --train-samples: the iteration count shown when --iters is 0
 SIGNAL_LEAD = 120  # CARAML's `#SBATCH --signal=B:12@120`: its job stops this many seconds before the limit
 
@@ -58,11 +65,7 @@ def resolve(args, world):
         lay = gpt_layout.layout(args.model_size, given, world)
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
-    return dict(layers=lay["num_layers"], hidden=lay["hidden_size"], heads=lay["num_attention_heads"],
-                ffn=lay["ffn_hidden_size"], micro=lay["micro_batch_size"], tp=lay["tp"], pp=lay["pp"],
-                gas=lay["grad_accum"], gbs=lay["global_batch_size"], precision=lay["precision"], dp=lay["dp"],
-                microbatches=lay["microbatches"], seq=args.seq_len,
-                vocab=gpt_layout.padded_vocab(GPT2_VOCAB, lay["tp"]))
+    return gpt_layout.short_names(lay, args.seq_len)
 
 
 def deadline(exit_minutes, env=os.environ):
@@ -125,14 +128,35 @@ def build(size, gpu, attention):
     return model.cuda() if gpu else model, config
 
 
-def batches(size, device, seed):
-    """Random token micro-batches (the same on each tensor-parallel rank of a data-parallel rank)."""
+def token_stream(data_prefix, start):
+    """The tokens of Megatron's indexed data set at DATA_PREFIX (.bin/.idx, as preprocess_data.py
+    writes them), document after document from document START, round and round."""
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    docs = IndexedDataset(data_prefix)
+    if not len(docs):
+        raise SystemExit("megatron-gpt: the data set %s holds no document" % data_prefix)
+    i = start % len(docs)
+    while True:
+        yield from docs[i].tolist()
+        i = (i + 1) % len(docs)
+
+
+def batches(size, device, seed, data_prefix=None):
+    """Micro-batches of seq + 1 tokens (the same on each tensor-parallel rank of a data-parallel
+    rank): consecutive windows of the data set, each data-parallel rank from its own document;
+    random tokens without one."""
     gen = torch.Generator().manual_seed(seed)
     seq, micro = size["seq"], size["micro"]
     position = torch.arange(seq).unsqueeze(0).expand(micro, -1).to(device)
     mask = (torch.tril(torch.ones(1, 1, seq, seq)) < 0.5).to(device)
+    stream = token_stream(data_prefix, seed) if data_prefix else None
     while True:
-        tokens = torch.randint(0, GPT2_VOCAB, (micro, seq + 1), generator=gen).to(device)
+        if stream is None:
+            tokens = torch.randint(0, GPT2_VOCAB, (micro, seq + 1), generator=gen)
+        else:
+            tokens = torch.tensor([next(stream) for _ in range(micro * (seq + 1))]).view(micro, seq + 1)
+        tokens = tokens.to(device)
         yield tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous(), position, mask
 
 
@@ -165,6 +189,43 @@ def accumulate(forward_step_func, data_iterator, model, num_microbatches, config
     return out
 
 
+def prepare_data(args, implementation, prefix, rank):
+    """(data prefix or None, how the shape line names the data): --data-prefix as it is; --text
+    tokenized now by Megatron-LM's preprocess_data.py (each rank into its own folder); without
+    either, random tokens for Megatron Core and, for Megatron-LM (which reads a data set), a
+    stand-in corpus: the Markdown of its own tree."""
+    if args.data_prefix:
+        return args.data_prefix, args.data_prefix
+    text, label = args.text, args.text
+    if not text and implementation == "megatron-lm":
+        work = os.path.join(args.output_dir, "data-rank%d" % rank)
+        os.makedirs(work, exist_ok=True)
+        text = megatron_lm.stand_in_text(megatron_lm.tree(prefix)["megatron"], os.path.join(work, "stand-in.txt"))
+        label = "STAND-IN (Megatron-LM's own Markdown; CARAML uses an OSCAR subset)"
+    if not text:
+        return None, "SYNTHETIC (random tokens; CARAML uses an OSCAR subset)"
+    if not megatron_lm.baked(prefix):
+        print("megatron-gpt: text=%s needs Megatron-LM's tools/preprocess_data.py, baked into CUDA images only; "
+              "give data_prefix= a tokenized data set instead" % args.text, file=sys.stderr)
+        raise SystemExit(2)
+    if not os.path.isfile(text):
+        print("megatron-gpt: text=%s is not a file" % text, file=sys.stderr)
+        raise SystemExit(2)
+    made = megatron_lm.prepare(text, os.path.join(args.output_dir, "data-rank%d" % rank), prefix)
+    return made, "%s (tokenized by Megatron-LM's preprocess_data.py, CARAML's GPT-2 files: %s)" % (label, made)
+
+
+def shape_line(args, size, device, implementation, data):
+    """The run's resolved shape, once, on rank 0 (the host parser reads it)."""
+    return ("megatron-gpt: model=%s layers=%d hidden=%d heads=%d ffn=%d seq-length=%d vocab=%d "
+            "tp=%d pp=%d dp=%d micro-batch=%d global-batch-size=%d microbatches=%d precision=%s "
+            "attention=%s device=%s iters=%d exit-duration=%g min implementation=%s data=%s"
+            % (args.model_size, size["layers"], size["hidden"], size["heads"], size["ffn"], size["seq"],
+               size["vocab"], size["tp"], size["pp"], size["dp"], size["micro"], size["gbs"],
+               size["microbatches"], size["precision"], args.attention, device, args.iters,
+               args.exit_duration, implementation, data))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model-size", default="800M", choices=["800M", "13B", "175B", "tiny"])
@@ -185,12 +246,39 @@ def main(argv=None):
     ap.add_argument("--attention", default="local", choices=["local", "te"],
                     help="te: Transformer Engine layers (NGC images); local: Megatron Core's own")
     ap.add_argument("--output-dir", default=os.environ.get("HPCAI_PAYLOAD_OUT", "."))
+    ap.add_argument("--implementation", default="auto", choices=["auto", "megatron-lm", "core"],
+                    help="megatron-lm: CARAML's own (Megatron-LM f7727433, GPUs); core: Megatron Core; auto: "
+                         "megatron-lm where it can run")
+    ap.add_argument("--text", default="", help="a text file (one document per line, or JSON lines) "
+                    "tokenized at run time by Megatron's preprocess_data.py with CARAML's GPT-2 files")
+    ap.add_argument("--data-prefix", default="", help="a tokenized data set's prefix (.bin/.idx), e.g. CARAML's OSCAR")
+    ap.add_argument("--accelerator", default="",
+                    help="CARAML's ACCELERATOR (H100, GH200 …): its patch's power file names")
     args = ap.parse_args(argv)
     if args.iters < 0 or args.exit_duration < 0 or not (args.iters or args.exit_duration):
         raise SystemExit("megatron-gpt: give --iters N, --exit-duration MINUTES or both (the first reached "
                          "stops), not %d and %g" % (args.iters, args.exit_duration))
 
     gpu = torch.cuda.is_available()
+    prefix = os.environ.get("HPCAI_PREFIX", "/opt/hpcai")
+    why_not = megatron_lm.unavailable(prefix, gpu)
+    if args.implementation == "megatron-lm" and why_not:
+        print("megatron-gpt: implementation=megatron-lm is not possible: %s; valid here: core, auto" % why_not,
+              file=sys.stderr)
+        return 2
+    implementation = "core" if why_not or args.implementation == "core" else "megatron-lm"
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    data_prefix, data = prepare_data(args, implementation, prefix, rank)
+    if implementation == "megatron-lm":
+        size = resolve(args, world)
+        size["ffn_explicit"] = bool(args.ffn_hidden_size or gpt_layout.size_row(args.model_size)["ffn_hidden_size"])
+        if rank == 0:
+            print(shape_line(args, size, "cuda", "megatron-lm", data), flush=True)
+        return megatron_lm.run(size, args.model_size, data_prefix, args.output_dir, prefix, args.exit_duration,
+                               args.log_interval, args.iters, args.accelerator or os.environ.get("ACCELERATOR", "GPU"),
+                               rank, world)
+    if rank == 0 and args.implementation == "auto":
+        print("megatron-gpt: implementation=core (%s)" % why_not, flush=True)
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if gpu:
         torch.cuda.set_device(local_rank)
@@ -227,21 +315,13 @@ def main(argv=None):
         config.grad_scale_func = scaler.scale
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1)
     device = torch.device("cuda", local_rank) if gpu else torch.device("cpu")
-    data = batches(size, device, seed=1000 + parallel_state.get_data_parallel_rank())
+    batch_iter = batches(size, device, seed=1000 + parallel_state.get_data_parallel_rank(), data_prefix=data_prefix)
     params = sum(p.numel() for p in model.parameters())
     recompute = config.recompute_granularity is not None
     flops = caraml_flops_per_iteration(size["gbs"], size["seq"], size["layers"], size["hidden"],
                                        size["vocab"], recompute)
     if rank == 0:
-        print("megatron-gpt: model=%s layers=%d hidden=%d heads=%d ffn=%d seq-length=%d vocab=%d "
-              "tp=%d pp=%d dp=%d micro-batch=%d global-batch-size=%d microbatches=%d precision=%s "
-              "attention=%s device=%s iters=%d exit-duration=%g min data=SYNTHETIC (random tokens; CARAML uses "
-              "an OSCAR subset)"
-              % (args.model_size, size["layers"], size["hidden"], size["heads"], size["ffn"], size["seq"],
-                 size["vocab"], size["tp"], size["pp"], size["dp"], size["micro"], size["gbs"],
-                 size["microbatches"], size["precision"], args.attention, "cuda" if gpu else "cpu", args.iters,
-                 args.exit_duration),
-              flush=True)
+        print(shape_line(args, size, "cuda" if gpu else "cpu", "core", data), flush=True)
         print("megatron-gpt: parameters on rank 0: %d" % params, flush=True)
 
     def forward_step(data_iterator, model):
@@ -264,7 +344,7 @@ def main(argv=None):
     while iteration < total:
         iteration += 1
         opt.zero_grad(set_to_none=True)
-        out = forward_backward(forward_step_func=forward_step, data_iterator=data, model=model,
+        out = forward_backward(forward_step_func=forward_step, data_iterator=batch_iter, model=model,
                                num_microbatches=size["microbatches"], seq_length=size["seq"],
                                micro_batch_size=size["micro"], forward_only=False)
         allreduce_grads(model, parallel_state.get_data_parallel_group())
@@ -310,12 +390,13 @@ def main(argv=None):
         # the host's Megatron parser does. CARAML averages every interval; see docs/workflows.md.
         steady = intervals[1:] or intervals
         per_iter = sum(steady) / len(steady)
-        summary = {"model_size": args.model_size, "synthetic": True, **size, "iterations": iteration,
+        summary = {"model_size": args.model_size, "implementation": "core", "synthetic": data_prefix is None,
+                   **size, "iterations": iteration,
                    "exit_duration": args.exit_duration,
                    "parameters_rank0": params, "flops_per_iteration": flops, "time_per_iteration": per_iter,
                    "tokens_per_second": size["gbs"] * size["seq"] / per_iter,
                    "tflops_per_gpu": flops / (per_iter * world * 1e12), "nan_iterations": int(report[1].item())}
-        print("megatron-gpt: SYNTHETIC tokens/s=%.1f tflops_per_gpu=%.4f time_per_iteration=%.4f s "
+        print("megatron-gpt: tokens/s=%.1f tflops_per_gpu=%.4f time_per_iteration=%.4f s "
               "(= %d x %d tokens / s per iteration, %d logged intervals after the first)"
               % (summary["tokens_per_second"], summary["tflops_per_gpu"], per_iter, size["gbs"], size["seq"],
                  len(steady)), flush=True)

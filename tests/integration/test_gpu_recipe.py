@@ -149,3 +149,31 @@ def test_the_host_libfabric_is_mapped_first(gpu_image, tmp_path):
     mapped = sorted({line.split()[-1] for line in res.stdout.splitlines() if "libfabric" in line})
     assert mapped == [f"/host/lib/{Path(real).name}"], res.stdout + res.stderr
     assert "FI_INFO_OK" in res.stdout
+
+
+def test_caramls_megatron_lm_is_baked_patched_and_tokenizes(gpu_image, tmp_path):
+    """megatron-gpt on a CUDA image bakes CARAML's own code path: Megatron-LM f7727433 with
+    CARAML's NVIDIA patch and its GPT-2 tokenizer files. Megatron's preprocess_data.py tokenizes a
+    text file at run time and the run trains on it; without a GPU `auto` runs the Megatron Core
+    stand-in (pretrain_gpt.py needs CUDA and NCCL: `make gpu-check` runs it where one is)."""
+    share = f"{PREFIX}/share/megatron-lm"
+    res = in_image(gpu_image, f"grep -c 'TFLOPs(megatron)' {share}/megatron/training.py; "
+                   f"ls {share}/caraml-tokenizers; cd {share} && python -c "
+                   "'import megatron.tokenizer, megatron.data.indexed_dataset; print(\"imports ok\")'")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.split()[:3] == ["1", "gpt2-merges.txt", "gpt2-vocab.json"] and "imports ok" in res.stdout
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"Document {i}: the quick brown fox jumps over the lazy dog, {i} times.\n"
+                              for i in range(400)))
+    run = sh("docker", "run", "--rm", "-v", f"{tmp_path}:/work", gpu_image, "hpcai-bench", "megatron-gpt",
+             "model_size=tiny", "seq_len=32", "iters=4", "log_interval=2", "text=/work/corpus.txt", timeout=900)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "implementation=core (Megatron-LM f7727433's pretrain_gpt.py needs a GPU" in run.stdout
+    assert "implementation=core data=/work/corpus.txt (tokenized by Megatron-LM's preprocess_data.py" in run.stdout
+    result = next(line for line in run.stdout.splitlines() if line.startswith("HPCAI_RESULT "))
+    assert '"synthetic": false' in result and '"status": "PASS"' in result
+    refused = sh("docker", "run", "--rm", gpu_image, "hpcai-bench", "megatron-gpt", "model_size=tiny",
+                 "implementation=megatron-lm", timeout=300)
+    assert refused.returncode != 0
+    assert ("megatron-gpt: implementation=megatron-lm is not possible: Megatron-LM f7727433's pretrain_gpt.py "
+            "needs a GPU (CUDA and NCCL); valid here: core, auto") in refused.stdout + refused.stderr

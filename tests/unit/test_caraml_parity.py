@@ -166,6 +166,60 @@ def test_megatron_gpt_caraml_profile_is_carmls_yaml(caraml, platform, hpcai, tmp
         assert argv[argv.index(flag) + 1] == value
 
 
+NVIDIA_SYSTEMS = ("JEDI", "GH200", "WAIH100", "H100", "A100")  # the yaml's Megatron-LM (f7727433) systems
+
+
+@pytest.mark.parametrize("system", NVIDIA_SYSTEMS)
+@pytest.mark.parametrize("size", SIZES)
+def test_megatron_lm_argv_is_caramls_cmd(caraml, platform, system, size):
+    """The implementation=megatron-lm run: pretrain_gpt.py's arguments (megatron_lm.caraml_argv,
+    the code the image runs) are, token for token, the CMD of CARAML's job script for the system
+    and size, with our paths where CARAML has its shell variables."""
+    (want,) = jube_rows(caraml / "llm_training" / "llm_benchmark_nvidia_amd.yaml", {system, size},
+                        ("systemInfo", "modelParameter", "systemParameter"), platform, "benchmark")
+    script = want["preprocess"]
+    cmd = script[script.index('export CMD="') + len('export CMD="'):]
+    cmd = cmd[:cmd.index('"')].replace("\\\n", " ").split()
+    assert cmd[0] == "$(pwd)/pretrain_gpt.py"
+    layout = load_by_path("gpt_layout", PAYLOADS / "megatron-gpt" / "gpt_layout.py")
+    megatron_lm = load_by_path("megatron_lm", PAYLOADS / "megatron-gpt" / "megatron_lm.py")
+    world = int(want["total_devices"])
+    if int(want["dp_size"]) == 0:  # GH200 x 175B: no layout (see the profile's test)
+        return
+    size_row = layout.size_row(size)
+    short = layout.short_names(layout.layout(size, {}, world), int(want["sequence_length"]))
+    short["ffn_explicit"] = bool(size_row["ffn_hidden_size"])
+    got = megatron_lm.caraml_argv(short, "/run/data/corpus_text_document", "/run/out", "/opt/hpcai",
+                                  float(want["exit_duration"]), log_interval=5)
+    tree = megatron_lm.tree("/opt/hpcai")
+    shell = {tree["vocab"]: "$VOCAB_FILE", tree["merges"]: "$MERGE_FILE", "/run/out/tensorboard": "$TENSORBOARD_PATH",
+             "/run/out/checkpoints": "$CHECKPOINT_PATH", "/run/data/corpus_text_document": "$LLM_DATA_PATH"}
+    assert [shell.get(token, token) for token in got] == cmd[1:]
+
+
+def test_megatron_lm_argv_counts_iterations_as_samples_and_drops_a_zero_wall_time():
+    layout = load_by_path("gpt_layout", PAYLOADS / "megatron-gpt" / "gpt_layout.py")
+    megatron_lm = load_by_path("megatron_lm", PAYLOADS / "megatron-gpt" / "megatron_lm.py")
+    short = layout.short_names(layout.layout("800M", {}, 4), 2048)
+    got = megatron_lm.caraml_argv(short, "/d", "/o", "/opt/hpcai", 0, iters=10)
+    assert got[got.index("--train-samples") + 1] == "320" and "--exit-duration-in-mins" not in got
+    assert "--ffn-hidden-size" not in got and "--fp16" in got  # 800M: CARAML's modelargs
+
+
+def test_megatron_lm_reports_tokens_per_second_as_caramls_jube_result():
+    """CARAML's perf_patterns: Tokens/second = (1 / elp_pat_avg) x global batch x sequence length,
+    elp_pat_avg the mean over every logged interval, the first included."""
+    megatron_lm = load_by_path("megatron_lm", PAYLOADS / "megatron-gpt" / "megatron_lm.py")
+    log = (REPO / "tests/fixtures/logs/megatron_caraml.log").read_text().splitlines()
+    got = megatron_lm.figures(log)
+    row = megatron_lm.summary(got, {"gbs": 512, "seq": 2048}, "800M")
+    mean = sum(got["elapsed"]) / len(got["elapsed"])
+    assert got["elapsed"][:3] == [9.81, 2.41, 2.43] and row["logged_intervals"] == len(got["elapsed"])
+    assert row["tokens_per_second"] == pytest.approx(512 * 2048 / mean)
+    assert row["implementation"] == "megatron-lm" and row["iterations"] == got["iterations"] > 0
+    assert megatron_lm.summary(megatron_lm.figures(["no iteration here"]), {"gbs": 1, "seq": 1}, "800M") is None
+
+
 RESNET_SYSTEMS = CARAML_SYSTEMS  # the xml adds GC200
 
 

@@ -343,3 +343,19 @@ def test_mila_training_copies_count_once_and_a_cut_report_is_skipped():
     assert r.details["benchmarks"] == ["toy_reg"] and len(r.details["reports"]) == 2
     assert r.headline.value == pytest.approx(2 * doc["train_item"]["avg"])
     assert r.get("toy_reg_sd_pct") is None  # no single spread for two copies
+
+
+def test_megatron_lm_runs_average_every_interval_as_caraml():
+    """CARAML's own code (shape line `implementation=megatron-lm`): every logged interval counts,
+    as its JUBE result's elp_pat_avg; the Megatron Core stand-in leaves the first out."""
+    lines = (LOGS / "megatron_caraml.log").read_text().splitlines()
+    shape = ("megatron-gpt: model=800M layers=16 hidden=2048 heads=8 ffn=8192 seq-length=2048 vocab=50304 tp=1 "
+             "pp=1 dp=4 micro-batch=4 global-batch-size=512 microbatches=32 precision=fp16 attention=local "
+             "device=cuda iters=0 exit-duration=30 min implementation={} data=/d/corpus_text_document")
+    secs = [float(ln.split("elapsed time per iteration (s):")[1].split("|")[0]) for ln in lines
+            if "elapsed time per iteration (s):" in ln]
+    caraml = parse_text("megatron", "\n".join([shape.format("megatron-lm"), *lines]))
+    core = parse_text("megatron", "\n".join([shape.format("core"), *lines]))
+    assert caraml.get("time_per_iteration").value == pytest.approx(sum(secs) / len(secs))
+    assert core.get("time_per_iteration").value == pytest.approx(sum(secs[1:]) / len(secs[1:]))
+    assert caraml.details["implementation"] == "megatron-lm" and core.details["implementation"] == "core"

@@ -225,6 +225,14 @@ class AfterFirst:
         total, n = self._total(name)
         return total / n if n else None
 
+    def mean_all(self, name: str) -> float | None:
+        """The mean over every row, the first included (CARAML's JUBE result averages so)."""
+        total, n = tuple(self._sums.get(name, (0.0, 0))) if self._later else (0.0, 0)
+        first = self._first.get(name) if self._first else None
+        if first is not None:
+            total, n = total + first, n + 1
+        return total / n if n else None
+
 
 class Capture:
     """A JSON document printed into the log, from its opening character on (`leading`: only when

@@ -4,7 +4,9 @@
 
 The rest of the line is split on `|` into `label: value` pairs. CARAML's patch prints seconds
 (`elapsed time per iteration (s)`) and `TFLOPs:`. The first logged interval is warm-up and is
-skipped when there are more. tokens/s = global batch × seq_len / seconds per iteration
+skipped when there are more, except for a run of CARAML's own code (megatron-gpt's shape line says
+`implementation=megatron-lm`): there every interval counts, as CARAML's JUBE result averages
+them. tokens/s = global batch × seq_len / seconds per iteration
 (hpcai.results.tflops), from the log's `global batch size` and `seq-length`, or the run's
 variables (`seq_len`, `global_batch_size`) when the log lacks them.
 """
@@ -23,6 +25,7 @@ _SEQ = re.compile(r"seq[_-]length\s*[.=:\s]+\s*(\d+)")
 # hpcai's megatron-gpt payload states its resolved shape once: model=800M … tp=1 pp=1 dp=4 …
 _SHAPE = re.compile(r"^megatron-gpt: model=(\S+) .*? tp=(\d+) pp=(\d+) dp=(\d+) micro-batch=(\d+) "
                     r"global-batch-size=(\d+)")
+_IMPLEMENTATION = re.compile(r" implementation=(\S+) ")
 
 
 def _pairs(rest: str) -> dict[str, float]:
@@ -65,7 +68,9 @@ def parse(log: LogLines) -> ParseResult:
             shape = _SHAPE.search(line)
     if not iters.seen:
         raise nothing_found("megatron", "'iteration N/ M | …' lines", log)
-    secs, tfl = steady.mean("secs"), steady.mean("tflops")
+    implementation = (m.group(1) if shape and (m := _IMPLEMENTATION.search(shape.string)) else None)
+    mean = steady.mean_all if implementation == "megatron-lm" else steady.mean
+    secs, tfl = mean("secs"), mean("tflops")
     metrics = []
     if tfl is not None:
         metrics.append(Metric("tflops_per_gpu", tfl, "TFLOP/s", HIGHER, headline=True,
@@ -78,7 +83,7 @@ def parse(log: LogLines) -> ParseResult:
     if shape:
         details.update(model="GPT", model_size=shape.group(1), tp=int(shape.group(2)), pp=int(shape.group(3)),
                        dp=int(shape.group(4)), micro_batch_size=int(shape.group(5)),
-                       global_batch_size=gbs or int(shape.group(6)))
+                       global_batch_size=gbs or int(shape.group(6)), implementation=implementation)
     result = ParseResult("megatron", metrics, details, iters.warnings("iteration lines"))
     from hpcai.results.tflops import add_megatron_tokens
 
