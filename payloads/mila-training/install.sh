@@ -3,7 +3,8 @@
 # mila-training, 224a69c3), from its checksummed commit archive, ported by port.py (each change
 # listed there), with Mila's `perf` package and hpcai's benchutils (install/benchutils: the parts perf imports;
 # benchutils is on neither PyPI nor the mirror) in the image's venv. Mila's other requirements are
-# 2019 pins (apex, gym 0.12, torchvision 0.2.2 …) left out: the image's torch runs what it can.
+# 2019 pins (apex, gym 0.12, torchvision 0.2.2 …) left out: the image's torch runs what it can,
+# and gymnasium (requirements.txt) runs cart.
 set -euo pipefail
 # shellcheck source=../../dockerfiles/install/payload-lib.sh
 . "$HPCAI_PAYLOAD_LIB"
@@ -17,6 +18,7 @@ here=$(pwd)
  rm -rf "$share"
  cp -r . "$share")
 "$py" "$here/install/port.py" "$share"
+venv_install 'torch|numpy' -r "$here/requirements.txt"
 site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 rm -rf "$site/perf" "$site/benchutils"
 cp -r "$share/common/perf" "$here/install/benchutils" "$site/"

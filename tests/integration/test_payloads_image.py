@@ -152,7 +152,7 @@ def test_hvd_synthetic_pytorch_loop_with_a_mock_horovod(pytorch_cpu_image, tmp_p
 
 def test_mila_training_runs_milas_own_code_through_its_harness(mila_cpu_image, tmp_path):
     """The Mila training suite's own scripts (224a69c3, ported) through its run.py on the CPU: the
-    three benchmarks that need no GPU or dataset, at the quick profile (12 observations, Mila
+    four benchmarks that need no GPU or dataset, at the quick profile (12 observations, Mila
     drops 10). Mila's report file and printed reports parse to the wrapper's own score."""
     out = tmp_path / "out"
     out.mkdir()
@@ -164,21 +164,22 @@ def test_mila_training_runs_milas_own_code_through_its_harness(mila_cpu_image, t
     assert got["status"] == "PASS" and got["synthetic"] is True  # wlm on the stand-in WikiText-2
     run = out / "mila-training"
     summary = (run / "mila" / "output" / "summary.txt").read_text()  # Mila's own summary
-    for script in ("regression/polynome", "time_sequence_prediction/lstm", "word_language_model"):
+    for script in ("regression/polynome", "time_sequence_prediction/lstm", "word_language_model", "cart_pole"):
         assert re.search(rf"{script}/pytorch/run\.sh +[\d.]+ min passed", summary), summary
     report = run / "mila" / "output" / "hpcai_0.json"  # one copy (no GPU), Mila's unclosed list
     text = report.read_text()
     assert text.startswith("[{") and text.rstrip().endswith("},")
     from_file, printed = parse_text("mila", text), parse_text("mila", section(res.stdout, "mila-training"))
-    assert from_file.details["benchmarks"] == printed.details["benchmarks"] == ["toy_reg", "toy_lstm", "wlm"]
+    assert from_file.details["benchmarks"] == printed.details["benchmarks"] == ["toy_reg", "toy_lstm", "wlm", "cart"]
     assert from_file.headline.value == pytest.approx(got["metrics"]["score"], rel=1e-6)
     assert printed.headline.value == pytest.approx(got["metrics"]["score"], rel=1e-6)
     for r in from_file.details["reports"]:  # Mila's timing: `number` batches per observation, 10 dropped
-        assert r["number"] == 1 and r["repeat"] == 12 and r["cuda"] is False
+        assert r["number"] == 2 and r["repeat"] == 12 and r["cuda"] is False
         assert r["train"]["count"] == (1 if r["name"] == "wlm" else 2)  # wlm observes repeat - 1 times
-        assert r["train_item"]["avg"] == pytest.approx(r["batch_size"] / r["train"]["avg"])
+        assert r["train_item"]["avg"] == pytest.approx(r["batch_size"] * 2 / r["train"]["avg"])
     jobs = json.loads((run / "mila" / "hpcai.json").read_text())  # Mila's fast.json jobs, resized
     assert [j["cmd"] for j in jobs] == ["./regression/polynome/pytorch/run.sh",
                                         "./time_sequence_prediction/lstm/pytorch/run.sh",
-                                        "./natural_language_processing/word_language_model/pytorch/run.sh"]
+                                        "./natural_language_processing/word_language_model/pytorch/run.sh",
+                                        "./reinforcement/cart_pole/pytorch/run.sh"]
     assert jobs[0]["args"]["--batch-size"] == 256 and "--cuda" not in jobs[0]["args"]

@@ -27,6 +27,16 @@ CHANGES = [
      "data = torch.load(data_folder + '/traindata.pt', weights_only=False)",
      "torch.load defaults to weights_only=True since PyTorch 2.6, which refuses the numpy array "
      "generate_sine_wave.py saves"),
+    ("reinforcement/cart_pole/pytorch/reinforce.py", "import gym\n", "import gymnasium as gym\n",
+     "gym 0.12 (Mila's pin) does not install on today's Python; gymnasium is its maintained "
+     "successor, with CartPole-v0"),
+    ("reinforcement/cart_pole/pytorch/reinforce.py", "env.seed(args.seed)\n", "env.reset(seed=args.seed)\n",
+     "gymnasium seeds an environment at reset; env.seed is gone"),
+    ("reinforcement/cart_pole/pytorch/reinforce.py", "state, ep_reward = env.reset(), 0",
+     "state, ep_reward = env.reset()[0], 0", "gymnasium's reset returns (observation, info)"),
+    ("reinforcement/cart_pole/pytorch/reinforce.py", "state, reward, done, _ = env.step(action)",
+     "state, reward, done, truncated, _ = env.step(action); done = done or truncated",
+     "gymnasium's step returns (observation, reward, terminated, truncated, info)"),
     ("config.env", "    sync; sysctl vm.drop_caches=3 > /dev/null 2>&1\n",
      "    sync; sysctl vm.drop_caches=3 > /dev/null 2>&1 || true\n",
      "compute_resource.sh sets -e, so a sysctl that is missing (no procps in the image) or refused "
@@ -38,8 +48,8 @@ def port(src: Path) -> None:
     for rel, old, new, why in CHANGES:
         path = src / rel
         text = path.read_text()
-        if text.count(old) != 1:
-            sys.exit(f"port.py: {rel}: expected exactly one {old.strip()!r} ({why})")
+        if old not in text or new in text:  # every occurrence is changed (reset() is called twice)
+            sys.exit(f"port.py: {rel}: expected {old.strip()!r} ({why})")
         path.write_text(text.replace(old, new))
         print(f"port.py: {rel}: {why}")
 
