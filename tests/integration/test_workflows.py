@@ -96,6 +96,8 @@ def test_caraml_profile_megatron_gpt_and_its_csv_columns(pytorch_cpu_image, hpca
                        options=["--profile", "caraml"])
     check_ok(res, logs)
     assert "tp=1 pp=1 dp=4 micro-batch=2 global-batch-size=8 microbatches=1" in logs[0]
+    # the record names the implementation that ran: the CPU image has Megatron Core only
+    assert json.loads((run / "metrics.json").read_text())["details"]["implementation"] == "core"
     export = subprocess.run([*hpcai_exe, "results", "export", str(run), "--csv"],
                             capture_output=True, text=True, env=ENV, timeout=120)
     assert export.returncode == 0, export.stderr
