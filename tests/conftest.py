@@ -237,6 +237,14 @@ def mila_cpu_image(tmp_path_factory) -> str:
                        "--sources", str(sources))
 
 
+@pytest.fixture(scope="session")
+def hf_seed_cpu_image(tmp_path_factory) -> str:
+    """pytorch-cpu with hf-clm in its seed variant (`--variant hf-clm=seed`: the WikiText-2
+    benchmark's transformers 4.37.0, datasets 2.14.5, evaluate 0.4.1), built once."""
+    return build_image("pytorch-cpu", tmp_path_factory.mktemp("build-hf-seed"), "--payloads", "hf-clm",
+                       "--variant", "hf-clm=seed")
+
+
 def mirror_sources(tmp_path_factory, *components: str) -> Path:
     """A --sources folder with COMPONENTS at their pinned versions: payloads that bake GitHub
     archives this machine cannot reach take their byte-identical, sha256-checked copies in

@@ -60,12 +60,13 @@ BUILTIN_VARS = ("dir", "python", "out", "prefix", "world_size", "rank")
 KEYS = {
     "": ("description", "flavors", "geometry", "parser", "synthetic", "synthetic_marker",
          "requires", "sanity", "install", "run", "vars", "profiles", "metrics", "launch", "sources",
-         "downloads"),
+         "downloads", "variants"),
     "run": ("command",),
     "requires": ("modules", "executables", "mpi"),
     "metric": ("unit", "better", "headline", "regex", "group", "file", "key", "reduce", "scale"),
     "var": ("default", "help", "choices", "min"),
     "launch": ("srun_args", "nodes", "time", "cpus_per_node", "cpus_per_task"),
+    "variant": ("help",),
 }
 # What a [launch.<profile>] row may select on besides the payload's variables: the site's keys
 # that name a benchmark suite's system ("caraml_system=JEDI" = { cpus_per_node = 72 }).
@@ -74,6 +75,7 @@ SITE_FACTS = ("caraml_system",)
 # %files, labels) and joined to the payloads folder, so it holds no path and no shell syntax.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 NAME_SHAPE = "a payload folder name (letters, digits, . _ -, starting with a letter or digit)"
+VARIANT_SHAPE = "a variant name (letters, digits, . _ -, starting with a letter or digit)"
 # Paths a manifest names (install scripts, run scripts, metric files): relative, every part a
 # plain name, so no absolute path, no `..`, no option-like `-x`, no shell syntax (install scripts
 # are arguments of a RUN line and of %post).
@@ -151,6 +153,13 @@ class PayloadManifest:
         """The components (image/components.toml) its install hooks fetch: their pins reach the
         build environment of an image that holds this payload (manifest `downloads`)."""
         return tuple(self.raw.get("downloads", ()))
+
+    @property
+    def variants(self) -> dict[str, str]:
+        """Build variants its install hook knows (manifest `[variants.NAME]`, each with its help):
+        `hpcai build --variant PAYLOAD=NAME` hands NAME to the hook as <PAYLOAD>_VARIANT
+        (render.variant_env: HF_CLM_VARIANT for hf-clm)."""
+        return {name: spec.get("help", "") for name, spec in self.raw.get("variants", {}).items()}
 
     @property
     def needs_mpi(self) -> bool:
@@ -337,6 +346,12 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
     tables = [("", raw), ("run", raw.get("run", {})), ("requires", raw.get("requires", {}))]
     tables += [("metric", spec) for spec in raw.get("metrics", {}).values()]
     tables += [("var", spec) for spec in raw.get("vars", {}).values()]
+    variants = raw.get("variants", {})
+    if not isinstance(variants, dict) or not all(isinstance(v, dict) for v in variants.values()):
+        raise UsageError(f"{where}: variants must hold tables variants.<name> with a help text")
+    for variant in variants:
+        shaped(f"variant in {where}", variant, NAME, VARIANT_SHAPE)
+    tables += [("variant", spec) for spec in variants.values()]
     for kind, table in tables:
         for key in table:
             if key not in KEYS[kind]:

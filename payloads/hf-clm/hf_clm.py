@@ -129,6 +129,16 @@ def real_data(args):
         return None, "%s: %s" % (type(exc).__name__, first[:300])
 
 
+def stack_version(name):
+    """An installed package's version, or "absent" (the image's variant decides: payload.toml)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="gpt2", choices=sorted(CONFIGS))
@@ -207,6 +217,8 @@ def main():
                  "synthetic" if synthetic else args.dataset,
                  " SYNTHETIC (random weights, random tokens; not comparable to a real fine-tune loss)"
                  if synthetic else " from %s" % where), flush=True)
+        print("hf-clm: " + ", ".join("%s %s" % (name, stack_version(name))
+                                     for name in ("transformers", "accelerate", "datasets", "evaluate")), flush=True)
     targs = transformers.TrainingArguments(
         output_dir=args.output_dir, per_device_train_batch_size=args.batch_size,
         per_device_eval_batch_size=args.batch_size, learning_rate=args.lr,

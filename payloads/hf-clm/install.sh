@@ -6,10 +6,15 @@ set -euo pipefail
 . "$HPCAI_PAYLOAD_LIB"
 # The base image's framework and numpy stay as they are, whatever the packages below would like.
 base='torch|torchvision|torchaudio|numpy|tensorflow|tensorflow-cpu|keras|triton'
-venv_install "$base" -r requirements.txt
+if [ "${HF_CLM_VARIANT:-}" = seed ]; then
+  # The WikiText-2 seed's versions instead of ours (payload.toml [variants.seed]).
+  venv_install "$base" -r requirements-seed.txt
+else
+  venv_install "$base" -r requirements.txt
+fi
 case ${HPCAI_FAMILY:-cpu} in
   cuda|rocm)
-    venv_install "$base" -r requirements-gpu.txt
+    [ "${HF_CLM_VARIANT:-}" = seed ] || venv_install "$base" -r requirements-gpu.txt
     # DeepSpeed's setup.py imports torch: build without isolation so it sees the base's torch.
     DS_BUILD_OPS=0 venv_install "$base" --no-build-isolation "deepspeed==${DEEPSPEED_VERSION:-0.19.8}"
     ;;

@@ -183,3 +183,16 @@ def test_mila_training_runs_milas_own_code_through_its_harness(mila_cpu_image, t
                                         "./natural_language_processing/word_language_model/pytorch/run.sh",
                                         "./reinforcement/cart_pole/pytorch/run.sh"]
     assert jobs[0]["args"]["--batch-size"] == 256 and "--cuda" not in jobs[0]["args"]
+
+
+def test_hf_clm_seed_variant_trains_on_the_seeds_own_stack(hf_seed_cpu_image):
+    """`hpcai build --variant hf-clm=seed`: the same hf_clm.py on the WikiText-2 benchmark's
+    transformers 4.37.0 / datasets 2.14.5 / evaluate 0.4.1, named by the image and the run."""
+    labels = subprocess.run(["docker", "image", "inspect", "--format", "{{json .Config.Labels}}", hf_seed_cpu_image],
+                            capture_output=True, text=True, timeout=60)
+    assert json.loads(labels.stdout)["hpcai.payload-variants"] == "hf-clm=seed"
+    res = docker_run(hf_seed_cpu_image, "hpcai-bench", "hf-clm", env={"HPCAI_BENCH_PROFILE": "quick"})
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    assert "hf-clm: transformers 4.37.0, accelerate 0.26.1, datasets 2.14.5, evaluate 0.4.1" in res.stdout
+    got = results(res.stdout)["hf-clm"]
+    assert got["status"] == "PASS" and got["metrics"]["samples_per_second"] > 0

@@ -40,6 +40,8 @@ O_NGC = typer.Option(None, "--ngc-version", envvar="NGC_VERSION", help="NGC rele
 O_ROCM = typer.Option(None, "--rocm-version", envvar="ROCM_VERSION", help="ROCm release, e.g. 6.4.")
 O_SET = typer.Option(None, "--set", help="Component version, NAME=VERSION (repeatable); "
                                          "also <NAME>_VERSION=.")
+O_VARIANT = typer.Option(None, "--variant", help="A payload's build variant, PAYLOAD=NAME (repeatable), "
+                                                 "e.g. hf-clm=seed; `hpcai payloads show` lists them.")
 O_UNVERIFIED = typer.Option(False, "--allow-unverified", envvar="ALLOW_UNVERIFIED",
                             help="Allow component versions without a known sha256 (download not checked).")
 O_REPO = typer.Option(None, "--repository", envvar="HPCAI_REPOSITORY",
@@ -62,7 +64,7 @@ TAG_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
     ("cuda_archs", Optional[str], O_CUDA_ARCH), ("hpc_libs", Optional[str], O_LIBS),
     ("payloads", Optional[str], O_PAYLOADS), ("ngc_version", Optional[str], O_NGC),
     ("rocm_version", Optional[str], O_ROCM), ("sets", Optional[list[str]], O_SET),
-    ("allow_unverified", bool, O_UNVERIFIED), ("repository", Optional[str], O_REPO),
+    ("variants", Optional[list[str]], O_VARIANT), ("allow_unverified", bool, O_UNVERIFIED), ("repository", Optional[str], O_REPO),
     ("tag", Optional[str], O_TAG))
 BUILD_INPUTS: tuple[tuple[str, Any, Any], ...] = (
     ("wheelhouse", Optional[str], O_WHEELS), ("ca_bundle", Optional[str], O_CA),

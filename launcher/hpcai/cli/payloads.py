@@ -137,6 +137,8 @@ def show_cmd(
     for family, steps in sorted(m.install.items()):
         out.print(f"install [{family}]: build={steps.build or '-'} runtime={steps.runtime or '-'}",
                   markup=False)
+    for variant, text in m.variants.items():
+        out.print(f"build variant (hpcai build --variant {m.name}={variant}): {text}", markup=False)
     out.print("runs: " + shlex.join(m.benchmark_argv()), markup=False)
     if m.variables:
         vt = Table(title="variables (var=value)")

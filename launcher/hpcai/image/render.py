@@ -72,6 +72,12 @@ class PayloadHooks:
     files: tuple[str, ...]  # files of the payload folder the hooks may read (copied to the context)
     downloads: tuple[str, ...] = ()  # components its build hook fetches (the manifest's `downloads`)
     compilers: bool = True  # its build hook needs a C toolchain (the manifest's install.*.compilers)
+    variant: str = ""  # its build variant (--variant PAYLOAD=NAME), as <PAYLOAD>_VARIANT
+
+
+def variant_env(payload: str) -> str:
+    """The build variable naming a payload's build variant: hf-clm -> HF_CLM_VARIANT."""
+    return re.sub(r"[^A-Z0-9]", "_", payload.upper()) + "_VARIANT"
 
 
 def payload_hooks(spec: ImageSpec) -> list[PayloadHooks]:
@@ -97,7 +103,7 @@ def payload_hooks(spec: ImageSpec) -> list[PayloadHooks]:
             if extra.is_file():
                 files.add(str(extra.relative_to(manifest.dir)))
         hooks.append(PayloadHooks(name, steps.build, steps.runtime, tuple(sorted(files)), manifest.downloads,
-                                  steps.compilers))
+                                  steps.compilers, dict(spec.payload_variants).get(name, "")))
     return hooks
 
 
@@ -124,8 +130,11 @@ def builder_steps(spec: ImageSpec, hooks: list[PayloadHooks]) -> list[Step]:
         if h.build:
             fetched = [n for n in h.downloads if n not in pinned]
             pinned.update(fetched)
+            # <PAYLOAD>_VARIANT (hf-clm: HF_CLM_VARIANT): a pin stays set for the later steps,
+            # so each payload's hook reads a name of its own.
+            variant = ((variant_env(h.name), h.variant),) if h.variant else ()
             steps.append(Step(f"payload {h.name} (build)", "payload-hook.sh", (h.name, h.build),
-                              payload=h.name, files=h.files, pins=archs + pins(spec, fetched)))
+                              payload=h.name, files=h.files, pins=archs + pins(spec, fetched) + variant))
             archs = ()
     return steps
 

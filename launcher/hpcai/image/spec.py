@@ -24,7 +24,7 @@ else:  # pragma: no cover
 
 from hpcai import __version__
 from hpcai.image.components import Source
-from hpcai.errors import UsageError, shaped, unknown
+from hpcai.errors import UsageError, one_line, shaped, unknown
 from hpcai.resources import git_sha, package_file
 
 PREFIX = "/opt/hpcai"
@@ -175,6 +175,7 @@ class ImageSpec:
     cuda_archs: tuple[str, ...] = ()  # GPU architectures payloads compile for (empty: their defaults)
     hpc_libs: Path | None = None
     payloads: tuple[str, ...] = ()
+    payload_variants: tuple[tuple[str, str], ...] = ()  # (payload, variant): --variant PAYLOAD=NAME
     components: tuple[tuple[str, Source], ...] = ()
     framework_requirement: str = ""  # pip requirement for CPU flavors ("" elsewhere)
     repository: str = "hpcai"  # registry/namespace part of the tag
@@ -245,10 +246,12 @@ class ImageSpec:
         defaults = components.resolve({})
         changed = sorted((n, self.sources[n].version, self.sources[n].sha256) for n in self.used_components()
                          if self.sources[n] != defaults.get(n))
-        if self.payloads == self.flavor.default_payloads and not changed and not self.cuda_archs:
+        if self.payloads == self.flavor.default_payloads and not changed and not self.cuda_archs \
+                and not self.payload_variants:
             return ""
-        # GPU architectures count only when chosen, so other builds keep their tags.
-        text = repr((self.payloads, changed, *((self.cuda_archs,) if self.cuda_archs else ())))
+        # GPU architectures and variants count only when chosen, so other builds keep their tags.
+        text = repr((self.payloads, changed, *((self.cuda_archs,) if self.cuda_archs else ()),
+                     *((self.payload_variants,) if self.payload_variants else ())))
         return hashlib.sha256(text.encode()).hexdigest()[:6]
 
     @property
@@ -289,6 +292,8 @@ class ImageSpec:
             labels[f"hpcai.component.{name}"] = self.sources[name].version
         if self.cuda_archs:
             labels["hpcai.cuda-archs"] = ",".join(self.cuda_archs)
+        if self.payload_variants:
+            labels["hpcai.payload-variants"] = ",".join(f"{p}={v}" for p, v in self.payload_variants)
         if self.framework_requirement:
             labels["hpcai.component.framework"] = self.framework_requirement
         return labels
@@ -398,11 +403,32 @@ def check_image_options(base: str | None, ngc_version: str | None, rocm_version:
         shaped("--tag (TAG)", tag, IMAGE_REF, TAG_REF_SHAPE)
 
 
+def parse_variants(values: list[str], chosen: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """`--variant PAYLOAD=NAME`: a build variant the payload's manifest declares ([variants.NAME]),
+    of a payload the image holds; at most one per payload."""
+    picked: dict[str, str] = {}
+    for value in values:
+        payload, sep, variant = one_line("--variant", value).partition("=")
+        if not sep or not payload or not variant:
+            raise UsageError(f"--variant {value!r}: expected PAYLOAD=VARIANT, e.g. hf-clm=seed")
+        if payload not in chosen:
+            raise unknown("--variant payload", payload, chosen)
+        known = payload_manifest(payload).variants
+        if variant not in known:
+            if not known:
+                raise UsageError(f"--variant {payload}={variant}: payload {payload} has no build variants")
+            raise unknown(f"--variant for {payload}", variant, known)
+        if picked.get(payload, variant) != variant:
+            raise UsageError(f"--variant {payload}: given twice ({picked[payload]}, {variant}); choose one")
+        picked[payload] = variant
+    return tuple(sorted(picked.items()))
+
+
 def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
               mpi: str | None = None, ofi: str | None = None, horovod: str | None = None,
               cxi: str | None = None, cuda_archs: str | None = None, hpc_libs: str | None = None, payloads: str | None = None,
               ngc_version: str | None = None, rocm_version: str | None = None,
-              sets: list[str] | None = None, allow_unverified: bool = False,
+              sets: list[str] | None = None, allow_unverified: bool = False, variants: list[str] | None = None,
               repository: str | None = None, tag: str | None = None,
               wheelhouse: str | None = None, ca_bundle: str | None = None,
               apt_sources: str | None = None, sources_dir: str | None = None, build_date: str | None = None,
@@ -433,6 +459,7 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
         check_hpc_libs(libs)
     chosen_payloads = parse_payloads(payloads, fl)
     check_payloads(fl, chosen_payloads)
+    chosen_variants = parse_variants(variants or [], chosen_payloads)
     sources = components.resolve(component_selections(sets or []), allow_unverified)
     files = {}
     for what, value in (("wheelhouse", wheelhouse), ("CA bundle", ca_bundle),
@@ -453,7 +480,7 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
     spec = ImageSpec(
         flavor=fl, base=base_image(fl, base, ngc_version, rocm_version), arch=arch,
         mpi=chosen_mpi, ofi=with_ofi, horovod=with_hvd, cxi=with_cxi, cuda_archs=archs, hpc_libs=libs, payloads=chosen_payloads,
-        components=tuple(sorted(sources.items())),
+        payload_variants=chosen_variants, components=tuple(sorted(sources.items())),
         framework_requirement=components.python_requirement(fl.framework) if fl.family == "cpu" else "",
         repository=(repository or "hpcai").rstrip("/"), tag_override=tag or "",
         wheelhouse=files["wheelhouse"], ca_bundle=files["CA bundle"],
