@@ -42,7 +42,7 @@ LAUNCHER_VARS = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_R
 # What each payload's Python needs (payload.toml's requires.modules, plus accelerate, which the
 # Hugging Face Trainer imports on PyTorch).
 NEEDS = {"sanity": (), "ddp-bench": ("torch",), "hf-clm": ("torch", "transformers", "accelerate"),
-         "megatron-gpt": ("torch", "megatron.core"), "openclip": ("torch", "torchvision", "open_clip", "training")}
+         "megatron-gpt": ("torch", "megatron.core"), "openclip": ("torch", "torchvision", "open_clip", "training"), "mila-training": ("torch",)}
 
 
 # ------------------------------------------------------------------ where things go -----------

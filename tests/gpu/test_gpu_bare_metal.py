@@ -287,3 +287,47 @@ def test_hpcai_results_over_the_logs(payload, fixture, headline, request, facts)
     assert value > 0
     append_report({"check": f"results:{payload}", **facts, "metric": headline, "value": value,
                    "log": str(run.log)})
+
+
+MILA_ARCHIVE = "tests/infra/mirror/github/mila-iqia/training/224a69c36fb9388635af729f3ed186ac75989f25.tar.gz"
+
+
+@pytest.fixture(scope="module")
+def mila_run(cuda_python, session_dir):
+    """mila-training as the image bakes it, laid out from the source tree: Mila's archive from the
+    mirror under the runner's HPCAI_PREFIX, ported by install/port.py, with Mila's perf and hpcai's
+    benchutils on PYTHONPATH (the image copies them into its venv)."""
+    import subprocess
+    import sys
+    import tarfile
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    share = session_dir / "prefix" / "share"
+    share.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(repo / MILA_ARCHIVE) as tar:
+        tar.extractall(share, filter="data")
+    src = share / "mila-training"
+    next(share.glob("training-*")).rename(src)
+    subprocess.run([sys.executable, str(repo / "payloads/mila-training/install/port.py"), str(src)], check=True)
+    path = os.pathsep.join([str(repo / "payloads/mila-training/install"), str(src / "common")])
+    first = str(_visible()[0])
+    return run_bench(cuda_python[0], "mila-training", session_dir, args=("bench=toy_reg,toy_lstm,wlm", "device=gpu"),
+                     profile="quick", env={"CUDA_VISIBLE_DEVICES": first, "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                                           "PYTHONPATH": path}, timeout=900)
+
+
+@pytest.mark.slow
+def test_mila_training_runs_milas_own_code_on_one_gpu(mila_run, facts):
+    """mila-training: Mila's own toy_reg, toy_lstm and wlm (224a69c3, ported) through its run.py
+    with --cuda on one GPU, the quick sizes; Mila's report, parsed, gives the runner's score."""
+    result = _passed(mila_run)
+    parsed = results_parse(mila_run.log, "mila-training")
+    assert parsed.returncode == 0 and parsed.headline == "score", parsed.doc
+    assert math.isclose(parsed.metric("score"), result["metrics"]["score"], rel_tol=1e-5), parsed.doc
+    assert '"cuda": true' in mila_run.output, mila_run.tail()
+    gpu = _gpu(_visible()[0])
+    append_report({"check": "mila-training", **facts, "gpu": gpu["name"], "gpus": 1, "copies": 1,
+                   "score": result["metrics"]["score"],
+                   **{f"{b}_items_per_s": parsed.metric(f"{b}_items_per_s") for b in ("toy_reg", "toy_lstm", "wlm")},
+                   "seconds": result["seconds"], "log": str(mila_run.log)})
