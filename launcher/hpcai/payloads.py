@@ -154,6 +154,14 @@ class PayloadManifest:
         build environment of an image that holds this payload (manifest `downloads`)."""
         return tuple(self.raw.get("downloads", ()))
 
+    def downloads_for(self, family: str) -> tuple[str, ...]:
+        """`downloads`, plus those of the install table the family uses (`[install.cuda]
+        downloads = [...]`): a source only one family's hook fetches is pinned for that family's
+        images alone, and only they carry its label."""
+        table = self.raw.get("install", {})
+        extra = (table.get(family) or table.get("*") or {}).get("downloads", ())
+        return tuple(dict.fromkeys((*self.downloads, *extra)))
+
     @property
     def variants(self) -> dict[str, str]:
         """Build variants its install hook knows (manifest `[variants.NAME]`, each with its help):
@@ -363,15 +371,17 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
                                   and math.isfinite(floor) and floor <= default):
             raise UsageError(f"{where}: vars.{var}.min must be a number no larger than its default, "
                              "on a variable whose default is a number")
-    downloads = raw.get("downloads", [])
-    if not isinstance(downloads, list) or not all(isinstance(d, str) for d in downloads):
-        raise UsageError(f"{where}: downloads must be a list of component names")
-    if downloads:  # the component names are read only when there is something to check
-        from hpcai.image.components import names
+    for table, label in [(raw, "downloads")] + [(t, f"install.{f}.downloads")
+                                                 for f, t in raw.get("install", {}).items() if isinstance(t, dict)]:
+        downloads = table.get("downloads", [])
+        if not isinstance(downloads, list) or not all(isinstance(d, str) for d in downloads):
+            raise UsageError(f"{where}: {label} must be a list of component names")
+        if downloads:  # the component names are read only when there is something to check
+            from hpcai.image.components import names
 
-        for component in downloads:
-            if component not in names():
-                raise unknown(f"component in {where} downloads:", component, names())
+            for component in downloads:
+                if component not in names():
+                    raise unknown(f"component in {where} {label}:", component, names())
     if raw.get("geometry", "per-gpu") not in GEOMETRIES:
         raise UsageError(f"{where}: geometry {raw.get('geometry')!r}; valid: {', '.join(GEOMETRIES)}")
     install = raw.get("install", {})
@@ -385,8 +395,10 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
                 if not isinstance(script, bool):
                     raise UsageError(f"{where}: install.{family}.compilers must be true or false")
                 continue
+            if stage == "downloads":
+                continue  # checked with the top-level list above
             if stage not in ("build", "runtime"):
-                raise unknown(f"install stage in {where}:", stage, ("build", "runtime", "compilers"))
+                raise unknown(f"install stage in {where}:", stage, ("build", "runtime", "compilers", "downloads"))
             inside(folder, script, f"{where}: install.{family}.{stage}")
     known = set(raw.get("vars", {})) | set(BUILTIN_VARS)
     for token in raw.get("run", {}).get("command", []):

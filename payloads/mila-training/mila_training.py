@@ -101,8 +101,10 @@ def summarize(reports: list[dict], failed: list[str], stand_in: list[str]) -> di
             entry = benchmarks.setdefault(report["name"], {"items_per_sec": [], "train_s": []})
             entry["items_per_sec"].append(rate)
             entry["train_s"].append(report["train"]["avg"])
-    summary = {name: {"copies": len(e["items_per_sec"]), "items_per_sec": sum(e["items_per_sec"]) / len(e["items_per_sec"]),
-                      "items_per_sec_total": sum(e["items_per_sec"]), "train_s": sum(e["train_s"]) / len(e["train_s"])}
+    summary = {name: {"copies": len(e["items_per_sec"]),
+                      "items_per_sec": sum(e["items_per_sec"]) / len(e["items_per_sec"]),
+                      "items_per_sec_total": sum(e["items_per_sec"]),
+                      "train_s": sum(e["train_s"]) / len(e["train_s"])}
                for name, e in benchmarks.items()}
     rates = [b["items_per_sec"] for b in summary.values()]
     score = math.exp(sum(math.log(r) for r in rates) / len(rates)) if rates else 0.0

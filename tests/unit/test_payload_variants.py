@@ -51,3 +51,14 @@ def test_the_cli_refuses_a_bad_variant_with_exit_2(hpcai):
     assert res.exit_code == 2 and res.stderr.strip() == "error: unknown --variant for hf-clm 'nope'; valid: seed"
     shown = hpcai("payloads", "show", "hf-clm")
     assert "build variant (hpcai build --variant hf-clm=seed): the WikiText-2 benchmark's own stack" in shown.stdout
+
+
+def test_a_familys_own_downloads_reach_only_its_images():
+    """megatron-gpt fetches Megatron-LM and CARAML on CUDA images only ([install.cuda] downloads):
+    their pins and labels are on those images alone."""
+    gpu = make_spec("pytorch-ngc", payloads="megatron-gpt", sha="abc")
+    cpu = make_spec("pytorch-cpu", payloads="megatron-gpt", sha="abc")
+    assert {"megatron-lm", "caraml"} <= set(gpu.used_components())
+    assert not {"megatron-lm", "caraml"} & set(cpu.used_components())
+    assert "hpcai.component.megatron-lm" in gpu.labels() and "hpcai.component.megatron-lm" not in cpu.labels()
+    assert "MEGATRON_LM_SHA256" in render(gpu) and "MEGATRON_LM_SHA256" not in render(cpu)

@@ -102,8 +102,9 @@ def payload_hooks(spec: ImageSpec) -> list[PayloadHooks]:
         for extra in (*manifest.dir.glob("requirements*.txt"), *manifest.dir.glob("install/**/*")):
             if extra.is_file():
                 files.add(str(extra.relative_to(manifest.dir)))
-        hooks.append(PayloadHooks(name, steps.build, steps.runtime, tuple(sorted(files)), manifest.downloads,
-                                  steps.compilers, dict(spec.payload_variants).get(name, "")))
+        hooks.append(PayloadHooks(name, steps.build, steps.runtime, tuple(sorted(files)),
+                                  manifest.downloads_for(spec.family), steps.compilers,
+                                  dict(spec.payload_variants).get(name, "")))
     return hooks
 
 

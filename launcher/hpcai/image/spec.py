@@ -218,7 +218,7 @@ class ImageSpec:
     def used_components(self) -> list[str]:
         """Components this image downloads: the stack, and what its payloads' install hooks fetch
         (each manifest's `downloads`)."""
-        used = [*self.stack(), *(c for p in self.payloads for c in payload_manifest(p).downloads)]
+        used = [*self.stack(), *(c for p in self.payloads for c in payload_manifest(p).downloads_for(self.family))]
         return [n for n in dict.fromkeys(used) if n in self.sources]
 
     @property

@@ -20,7 +20,8 @@ CHANGES = [
      "os.getenvb needs a bytes key, and its bytes value cannot go into the JSON report: every report failed"),
     ("run.py", "device_count = torch.cuda.device_count()\n", "device_count = torch.cuda.device_count() or 1\n",
      "with no GPU, run.py started one copy per GPU, that is none: on CPUs one copy runs"),
-    ("run.py", "env['JOB_FILE'] = opt.jobs.split('.')[0]\n", "env['JOB_FILE'] = os.path.basename(opt.jobs).split('.')[0]\n",
+    ("run.py", "env['JOB_FILE'] = opt.jobs.split('.')[0]\n",
+     "env['JOB_FILE'] = os.path.basename(opt.jobs).split('.')[0]\n",
      "the report is named after the jobs file: a jobs file outside the repository (hpcai writes one per run) "
      "gave a path inside the report's folder"),
     ("time_sequence_prediction/lstm/pytorch/train.py", "data = torch.load(data_folder + '/traindata.pt')",
