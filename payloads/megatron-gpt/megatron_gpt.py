@@ -195,6 +195,11 @@ def prepare_data(args, implementation, prefix, rank):
     either, random tokens for Megatron Core and, for Megatron-LM (which reads a data set), a
     stand-in corpus: the Markdown of its own tree."""
     if args.data_prefix:
+        missing = [args.data_prefix + ext for ext in (".bin", ".idx") if not os.path.isfile(args.data_prefix + ext)]
+        if missing:
+            print("megatron-gpt: data_prefix=%s: no %s (a tokenized set is PREFIX.bin and PREFIX.idx)"
+                  % (args.data_prefix, " and no ".join(missing)), file=sys.stderr)
+            raise SystemExit(2)
         return args.data_prefix, args.data_prefix
     text, label = args.text, args.text
     if not text and implementation == "megatron-lm":
