@@ -4,7 +4,7 @@
 # listed there), with Mila's `perf` package and hpcai's benchutils (install/benchutils: the parts perf imports;
 # benchutils is on neither PyPI nor the mirror) in the image's venv. Mila's other requirements are
 # 2019 pins (apex, gym 0.12, torchvision 0.2.2 …) left out: the image's torch runs what it can,
-# and gymnasium (requirements.txt) runs cart.
+# and requirements.txt adds what the CPU-runnable ones need (gymnasium for cart, pandas for recom …).
 set -euo pipefail
 # shellcheck source=../../dockerfiles/install/payload-lib.sh
 . "$HPCAI_PAYLOAD_LIB"

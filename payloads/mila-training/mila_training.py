@@ -17,15 +17,20 @@ DIR/wmt16, DIR/ml-20m, DIR/wikitext-2 …); toy_lstm's sine waves are made by Mi
 generate_sine_wave.py when DIR has none. WikiText-2's train.txt is not in the pinned archive (see
 the mirror's README): without DIR/wikitext-2/train.txt, wlm and wlmfp16 train on a stand-in
 corpus, the archive's valid.txt as train.txt, cut to --corpus-lines lines when above 0, and the
-run says so (`stand-in`).
+run says so (`stand-in`). Likewise recom without DIR/ml-20m trains on a stand-in MovieLens (its
+ratings.csv columns, seeded ratings; Mila's own convert.py makes the training files), and
+translator without DIR/wmt16 on a stand-in WMT16 (the archive's WikiText-2 sentences as a copy
+task, in rnn_translator's file names).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +86,51 @@ def stand_in_corpus(src: Path, base: Path, lines: int) -> Path:
         text = (shipped / origin).read_text(encoding="utf-8").splitlines(keepends=True)
         (corpus / name).write_text("".join(text[:lines] if lines > 0 else text), encoding="utf-8")
     return corpus
+
+
+def wikitext_sentences(src: Path) -> list[str]:
+    """The archive's WikiText-2 valid and test text, split at ' . ', without headings."""
+    shipped = src / "natural_language_processing/word_language_model/data/wikitext-2"
+    sentences = []
+    for name in ("valid.txt", "test.txt"):
+        for line in (shipped / name).read_text(encoding="utf-8").splitlines():
+            if line.strip() and not line.strip().startswith("="):
+                sentences += [f"{s.strip()} ." for s in line.split(" . ") if s.strip()]
+    return sentences
+
+
+# Sized for fast.json's recom (batch 2048, number 50; Mila's loop takes number + 1 batches): 29,000
+# training ratings, each with 4 negatives, give 145,000 samples, more than the 104,448 it reads.
+MOVIELENS_USERS, MOVIELENS_MOVIES, MOVIELENS_PER_USER = 1000, 2000, 30
+
+
+def stand_in_movielens(folder: Path) -> str:
+    """ratings.csv with MovieLens-20M's columns, seeded: every user rates 30 movies (convert.py keeps
+    users with 20 or more, and holds out each user's latest for its test set)."""
+    rng = random.Random(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "ratings.csv", "w", newline="", encoding="utf-8") as out:
+        rows = csv.writer(out)
+        rows.writerow(["userId", "movieId", "rating", "timestamp"])
+        for user in range(1, MOVIELENS_USERS + 1):
+            for movie in rng.sample(range(1, MOVIELENS_MOVIES + 1), MOVIELENS_PER_USER):
+                rows.writerow([user, movie, rng.choice((1.0, 2.0, 3.0, 3.5, 4.0, 4.5, 5.0)),
+                               1_100_000_000 + rng.randrange(100_000_000)])
+    return (f"{MOVIELENS_USERS} users x {MOVIELENS_PER_USER} ratings of {MOVIELENS_MOVIES} movies "
+            "in ratings.csv (seeded), converted by Mila's convert.py")
+
+
+def stand_in_wmt16(src: Path, folder: Path) -> str:
+    """rnn_translator's WMT16 files (seq2seq/data/config.py's names): the archive's WikiText-2
+    sentences of 1 to 50 words (train.py's --max-length-train) as both English and German, a
+    copy task, and their words as the vocabulary."""
+    sentences = [s for s in wikitext_sentences(src) if len(s.split()) <= 50]
+    folder.mkdir(parents=True, exist_ok=True)
+    words = sorted({word for sentence in sentences for word in sentence.split()})
+    (folder / "vocab.bpe.32000").write_text("\n".join(words) + "\n", encoding="utf-8")
+    for lang in ("en", "de"):
+        (folder / f"train.tok.clean.bpe.32000.{lang}").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    return f"{len(sentences)} WikiText-2 sentences from the archive as a copy task, {len(words)} words"
 
 
 def read_reports(output: Path) -> list[dict]:
@@ -146,6 +196,11 @@ def main() -> int:
         stand_in = [n for n in names if n in WORD_LM]
         print(f"{TAG} stand-in WikiText-2 for {', '.join(stand_in)}: valid.txt as train.txt "
               f"({opts.corpus_lines or 'all'} lines), no train.txt in the pinned archive", flush=True)
+    for name, dataset, label, make in (("recom", "ml-20m", "MovieLens-20M", stand_in_movielens),
+                                       ("translator", "wmt16", "WMT16", lambda f: stand_in_wmt16(opts.src, f))):
+        if name in names and not (data / dataset).exists():  # --data has none: Mila's path, in BASE
+            print(f"{TAG} stand-in {label} for {name}: {make(data / dataset)}", flush=True)
+            stand_in.append(name)
     jobs_file = base / "hpcai.json"
     jobs_file.write_text(json.dumps([adapt(job, opts, on_gpu, wikitext) for job in jobs], indent=2))
 

@@ -152,8 +152,9 @@ def test_hvd_synthetic_pytorch_loop_with_a_mock_horovod(pytorch_cpu_image, tmp_p
 
 def test_mila_training_runs_milas_own_code_through_its_harness(mila_cpu_image, tmp_path):
     """The Mila training suite's own scripts (224a69c3, ported) through its run.py on the CPU: the
-    four benchmarks that need no GPU or dataset, at the quick profile (12 observations, Mila
-    drops 10). Mila's report file and printed reports parse to the wrapper's own score."""
+    five benchmarks that need no GPU or dataset, at the quick profile (12 observations, Mila
+    drops 10), recom on the stand-in MovieLens that Mila's convert.py turns into its training
+    files. Mila's report file and printed reports parse to the wrapper's own score."""
     out = tmp_path / "out"
     out.mkdir()
     res = subprocess.run(["docker", "run", "--rm", "-v", f"{out}:/out", "-e", "HPCAI_BENCH_PROFILE=quick",
@@ -161,16 +162,18 @@ def test_mila_training_runs_milas_own_code_through_its_harness(mila_cpu_image, t
                          capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     got = results(res.stdout)["mila-training"]
-    assert got["status"] == "PASS" and got["synthetic"] is True  # wlm on the stand-in WikiText-2
+    assert got["status"] == "PASS" and got["synthetic"] is True  # stand-in WikiText-2 and MovieLens
+    assert "mila-training: stand-in MovieLens-20M for recom: 1000 users x 30 ratings" in res.stdout
     run = out / "mila-training"
     summary = (run / "mila" / "output" / "summary.txt").read_text()  # Mila's own summary
-    for script in ("regression/polynome", "time_sequence_prediction/lstm", "word_language_model", "cart_pole"):
+    for script in ("regression/polynome", "time_sequence_prediction/lstm", "word_language_model", "cart_pole",
+                   "neural_collaborative_filtering"):
         assert re.search(rf"{script}/pytorch/run\.sh +[\d.]+ min passed", summary), summary
     report = run / "mila" / "output" / "hpcai_0.json"  # one copy (no GPU), Mila's unclosed list
     text = report.read_text()
     assert text.startswith("[{") and text.rstrip().endswith("},")
     from_file, printed = parse_text("mila", text), parse_text("mila", section(res.stdout, "mila-training"))
-    assert from_file.details["benchmarks"] == printed.details["benchmarks"] == ["toy_reg", "toy_lstm", "wlm", "cart"]
+    assert from_file.details["benchmarks"] == printed.details["benchmarks"] == ["toy_reg", "toy_lstm", "wlm", "cart", "recom"]
     assert from_file.headline.value == pytest.approx(got["metrics"]["score"], rel=1e-6)
     assert printed.headline.value == pytest.approx(got["metrics"]["score"], rel=1e-6)
     for r in from_file.details["reports"]:  # Mila's timing: `number` batches per observation, 10 dropped
@@ -181,7 +184,10 @@ def test_mila_training_runs_milas_own_code_through_its_harness(mila_cpu_image, t
     assert [j["cmd"] for j in jobs] == ["./regression/polynome/pytorch/run.sh",
                                         "./time_sequence_prediction/lstm/pytorch/run.sh",
                                         "./natural_language_processing/word_language_model/pytorch/run.sh",
-                                        "./reinforcement/cart_pole/pytorch/run.sh"]
+                                        "./reinforcement/cart_pole/pytorch/run.sh",
+                                        "./recommendation/neural_collaborative_filtering/pytorch/run.sh"]
+    converted = run / "mila" / "data" / "ml-20m"  # by Mila's convert.py, in the same job as its training
+    assert all((converted / f).stat().st_size > 0 for f in ("train-ratings.csv", "test-ratings.csv", "test-negative.csv"))
     assert jobs[0]["args"]["--batch-size"] == 256 and "--cuda" not in jobs[0]["args"]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 import tarfile
 from argparse import Namespace
@@ -120,6 +121,62 @@ def test_stand_in_corpus_and_data_links(wrapper, mila_src, tmp_path):
     (user / "ImageNet" / "train").mkdir(parents=True)
     data = wrapper.data_folder(tmp_path / "base", str(user))
     assert (data / "ImageNet").is_symlink() and (data / "ImageNet" / "train").is_dir()
+
+
+def test_stand_in_movielens_has_ml20m_columns_and_enough_ratings_for_fast_json(wrapper, mila_src, tmp_path):
+    how = wrapper.stand_in_movielens(tmp_path / "ml-20m")
+    rows = (tmp_path / "ml-20m" / "ratings.csv").read_text().splitlines()
+    assert rows[0] == "userId,movieId,rating,timestamp"  # what Mila's load.py load_ml_20m reads
+    per_user: dict[str, int] = {}
+    for row in rows[1:]:
+        user, movie, rating, stamp = row.split(",")
+        per_user[user] = per_user.get(user, 0) + 1
+        assert 1 <= int(movie) <= wrapper.MOVIELENS_MOVIES and 1.0 <= float(rating) <= 5.0 and int(stamp) > 0
+    assert min(per_user.values()) >= 20  # convert.py drops users with fewer than MIN_RATINGS
+    recom = next(j for j in json.loads((mila_src / "profiles/fast.json").read_text()) if j["name"] == "recom")
+    samples = (len(rows) - 1 - len(per_user)) * 5  # less each user's held-out test item; 4 negatives each
+    assert samples >= (recom["args"]["--number"] + 1) * recom["args"]["--batch-size"]  # Mila reads number + 1
+    assert how.startswith("1000 users x 30 ratings of 2000 movies")
+    assert wrapper.stand_in_movielens(tmp_path / "again") == how
+    assert (tmp_path / "again" / "ratings.csv").read_text() == (tmp_path / "ml-20m" / "ratings.csv").read_text()
+
+
+def test_stand_in_wmt16_uses_rnn_translators_file_names(wrapper, mila_src, tmp_path):
+    folder = tmp_path / "wmt16"
+    wrapper.stand_in_wmt16(mila_src, folder)
+    config = (mila_src / "natural_language_processing/rnn_translator/pytorch/seq2seq/data/config.py").read_text()
+    for name in ("vocab.bpe.32000", "train.tok.clean.bpe.32000.en", "train.tok.clean.bpe.32000.de"):
+        assert f"'{name}'" in config and (folder / name).is_file()
+    english = (folder / "train.tok.clean.bpe.32000.en").read_text().splitlines()
+    assert english == (folder / "train.tok.clean.bpe.32000.de").read_text().splitlines()  # a copy task
+    assert len(english) > 11 * 64 and all(1 <= len(s.split()) <= 50 for s in english)  # fast.json: 64 x (10 + 1)
+    vocab = set((folder / "vocab.bpe.32000").read_text().split())
+    assert {w for s in english for w in s.split()} == vocab and not any(s.startswith("=") for s in english)
+
+
+def test_recom_converts_then_trains_in_one_run(tmp_path):
+    """Ported run.sh: config.env's EXEC=exec no longer ends the job with the conversion, and the
+    conversion gets the job's --no-cuda (a python that logs its argv stands in: no torch here)."""
+    port = load(PAYLOAD / "install" / "port.py", "mila_port")
+    src = tmp_path / "src"
+    script = "recommendation/neural_collaborative_filtering/pytorch/run.sh"
+    (src / script).parent.mkdir(parents=True)
+    with tarfile.open(ARCHIVE) as tar:  # the unported file (mila_src is ported by an earlier test)
+        member = next(m for m in tar.getmembers() if m.name.endswith("/" + script))
+        (src / script).write_bytes(tar.extractfile(member).read())
+    port.port_one(src, next(c for c in port.CHANGES if c[0] == script))
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "python").write_text('#!/bin/sh\necho "python $*" >> "$LOG"\n')
+    (bin_ / "python").chmod(0o755)
+    (src / "config.env").write_text("export EXEC=exec\n")
+    log = tmp_path / "log"
+    env = {"PATH": f"{bin_}:/usr/bin:/bin", "DATA_DIRECTORY": str(tmp_path / "data"), "LOG": str(log)}
+    subprocess.run(["bash", str(src / script), str(tmp_path / "data/ml-20m"), "--number", "2", "--no-cuda"],
+                   env=env, check=True, cwd=tmp_path)
+    convert, ncf = log.read_text().splitlines()
+    assert convert.endswith("convert.py " + f"{tmp_path}/data/ml-20m/ratings.csv {tmp_path}/data/ml-20m --negatives 999 --no-cuda")
+    assert ncf.endswith(f"ncf.py {tmp_path}/data/ml-20m --number 2 --no-cuda")
 
 
 def test_reports_of_every_copy_are_read_and_summarized(wrapper, tmp_path):
