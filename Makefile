@@ -1,5 +1,5 @@
 # hpcai — thin targets over the CLI. The virtualenv is created on first use.
-# Variables (all optional): WITH_MPI (1/0 or ompi/mpich/none), WITH_OFI, WITH_HVD, WITH_CXI, CUDA_ARCHS, HPC_LIBS_DIR,
+# Variables (all optional): WITH_MPI (1/0 or ompi/mpich/none), WITH_OFI, WITH_HVD, WITH_CXI, GPU_ARCHS (or CUDA_ARCHS), HPC_LIBS_DIR,
 # PAYLOADS, NGC_VERSION, ROCM_VERSION, TAG, DOCKER (docker|podman), WHEELHOUSE, CA_BUNDLE.
 
 SHELL := /bin/bash
@@ -10,15 +10,15 @@ FLAVORS := pytorch-ngc tensorflow-ngc pytorch-rocm tensorflow-rocm pytorch-popla
 PYTEST_ARGS ?=
 
 # Make variables reach the CLI as environment variables (each CLI option names its envvar).
-export WITH_MPI WITH_OFI WITH_HVD WITH_CXI CUDA_ARCHS HPC_LIBS_DIR PAYLOADS NGC_VERSION ROCM_VERSION TAG DOCKER WHEELHOUSE CA_BUNDLE
+export WITH_MPI WITH_OFI WITH_HVD WITH_CXI GPU_ARCHS CUDA_ARCHS HPC_LIBS_DIR PAYLOADS NGC_VERSION ROCM_VERSION TAG DOCKER WHEELHOUSE CA_BUNDLE
 # Also read by the image commands: BASE_IMAGE, APT_SOURCES, SOURCES_DIR, <COMPONENT>_VERSION (e.g. LIBFABRIC_VERSION).
 export BASE_IMAGE APT_SOURCES SOURCES_DIR LIBFABRIC_VERSION OPENMPI_VERSION MPICH_VERSION PMIX_VERSION AWS_OFI_NCCL_VERSION HOROVOD_VERSION
 FORMAT ?= docker
 
-.PHONY: help venv test test-unit gpu-check lint demo clean base-debian base-cuda gpu-recipe golden bench check-fresh $(addprefix build-,$(FLAVORS)) $(addprefix sif-,$(FLAVORS)) $(addprefix render-,$(FLAVORS))
+.PHONY: help venv test test-unit gpu-check lint demo clean base-debian base-cuda base-rocm gpu-recipe rocm-recipe golden bench check-fresh $(addprefix build-,$(FLAVORS)) $(addprefix sif-,$(FLAVORS)) $(addprefix render-,$(FLAVORS))
 
 help:
-	@echo "make demo | test | gpu-check | lint | build-<flavor> | sif-<flavor> | render-<flavor> | base-debian | base-cuda | gpu-recipe MPI=ompi|mpich | golden | bench | clean"
+	@echo "make demo | test | gpu-check | lint | build-<flavor> | sif-<flavor> | render-<flavor> | base-debian | base-cuda | base-rocm | gpu-recipe MPI=ompi|mpich | rocm-recipe | golden | bench | clean"
 	@echo "flavors: $(FLAVORS)"
 
 # Debian's python3 makes virtualenvs only with python3-venv (tests/infra/packages.txt, group base).
@@ -49,6 +49,11 @@ base-debian:
 base-cuda: venv
 	HPCAI_PYTHON=$(VENV)/bin/python bash tests/infra/base-cuda.sh
 
+# The ROCm stand-in base (Debian trixie's HIP 5.7 and RCCL 5.4 in AMD's /opt/rocm layout) for
+# ROCm-recipe builds and tests on machines without AMD's registry; see docs/building.md.
+base-rocm:
+	bash tests/infra/base-rocm.sh
+
 # The GPU recipe built for real on the stand-in from reachable, checksummed sources, then checked
 # in the image: tests/integration/test_gpu_recipe.py builds it (with the host's pip wheelhouse
 # and CA bundle, as every test build) and runs its checks. MPI=ompi is what CI runs; MPI=mpich
@@ -56,6 +61,10 @@ base-cuda: venv
 MPI ?= ompi
 gpu-recipe: venv
 	HPCAI_GPU_RECIPE_MPI=$(MPI) PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest tests/integration/test_gpu_recipe.py $(PYTEST_ARGS)
+
+# The ROCm recipe, likewise, on the ROCm stand-in (tests/integration/test_rocm_recipe.py; CI runs it).
+rocm-recipe: venv
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pytest tests/integration/test_rocm_recipe.py $(PYTEST_ARGS)
 
 # Build the small CPU image and run a payload locally, printing a results table.
 demo: venv base-debian

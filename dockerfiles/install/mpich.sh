@@ -14,11 +14,11 @@ prepare_source() {
 }
 
 # yaksa's own default (`all`) lists sm_52…86, which CUDA 13 no longer compiles (it starts at
-# sm_75) and which no longer names current GPUs: compile for --cuda-arch, else for the data-centre
+# sm_75) and which no longer names current GPUs: compile for --gpu-arch, else for the data-centre
 # GPUs our sites run (A100 80, H100/GH200 90, B200 100) that this nvcc knows.
 cuda_sms() {
   local known sm out=()
-  if [ -n "${HPCAI_CUDA_ARCHS:-}" ]; then echo "$HPCAI_CUDA_ARCHS"; return; fi
+  if [ -n "${HPCAI_GPU_ARCHS:-}" ]; then echo "$HPCAI_GPU_ARCHS"; return; fi
   known=$(/usr/local/cuda/bin/nvcc --list-gpu-arch)
   for sm in 80 90 100; do
     if grep -qx "compute_$sm" <<< "$known"; then out+=("$sm"); fi

@@ -4,7 +4,9 @@
 #
 # Opt-in (HPCAI_GPU_BIND=local-rank), because most payloads pick cuda:LOCAL_RANK among all
 # visible devices and would break if only one were visible. A CUDA_VISIBLE_DEVICES or
-# ROCR_VISIBLE_DEVICES already set (e.g. by srun --gpus-per-task) is left alone.
+# ROCR_VISIBLE_DEVICES already set (e.g. by srun --gpus-per-task) is left alone. On AMD GPUs
+# ROCR_VISIBLE_DEVICES is the one set (AMD's and LUMI's advice: the ROCm runtime's own filter);
+# a HIP_VISIBLE_DEVICES already set is left alone too, as HIP would index into ROCr's selection.
 # HPCAI_GPUS_PER_NODE wraps the index; HPCAI_GPU_VENDOR=cuda|rocm|none overrides detection.
 #
 # Also: an MPICH built with GPU support (the GPU recipe's) stops in MPI_Init where no GPU driver
@@ -35,6 +37,6 @@ if hpcai_uint HPCAI_GPUS_PER_NODE && [ "$hpcai_value" -gt 0 ]; then
 fi
 case $_gp_vendor in
     cuda) hpcai_set CUDA_VISIBLE_DEVICES "$_gp_dev" ;;
-    rocm) hpcai_set ROCR_VISIBLE_DEVICES "$_gp_dev" ;;
+    rocm) [ -n "${HIP_VISIBLE_DEVICES:-}" ] || hpcai_set ROCR_VISIBLE_DEVICES "$_gp_dev" ;;
     *) hpcai_warn "unknown HPCAI_GPU_VENDOR=$_gp_vendor (valid: cuda, rocm, none); not binding" ;;
 esac

@@ -9,12 +9,12 @@ set -euo pipefail
 enter_source "$NCCL_TESTS_URL" "$NCCL_TESTS_SHA256"
 # NGC images keep NCCL in the system library path; an explicit NCCL_HOME wins. No GPU at build
 # time: the binaries are checked for presence only.
-# --cuda-arch (HPCAI_CUDA_ARCHS=80,90) narrows nccl-tests' own list of GPU architectures: one
+# --gpu-arch (HPCAI_GPU_ARCHS=80,90) narrows nccl-tests' own list of GPU architectures: one
 # architecture compiles several times faster (CI builds 90 only).
 args=(CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" NCCL_HOME="${NCCL_HOME:-/usr}")
-if [ -n "${HPCAI_CUDA_ARCHS:-}" ]; then
+if [ -n "${HPCAI_GPU_ARCHS:-}" ]; then
   gencode=""
-  IFS=, read -ra archs <<< "$HPCAI_CUDA_ARCHS"
+  IFS=, read -ra archs <<< "$HPCAI_GPU_ARCHS"
   for a in "${archs[@]}"; do gencode+=" -gencode=arch=compute_$a,code=sm_$a"; done
   args+=(NVCC_GENCODE="${gencode# }")
 fi

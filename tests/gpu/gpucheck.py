@@ -17,12 +17,16 @@ machine (sanity through the runner, `hpcai results parse`, the entrypoint, the r
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
+import tarfile
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,6 +105,64 @@ def nvidia_gpus() -> list[dict]:
     return parse_gpu_csv(res.stdout) if res.returncode == 0 else []
 
 
+# ------------------------------------------------------------------ AMD GPUs ------------------
+
+def parse_rocminfo(text: str) -> list[dict]:
+    """The GPU agents of `rocminfo` (its `Agent N` blocks whose Device Type is GPU), in its order,
+    which is how HIP and ROCR_VISIBLE_DEVICES count them: index, name (the marketing name; an
+    MI250X lists each of its two GCDs), arch (the gfx processor name). The first `Name:` and
+    `Marketing Name:` of a block are the agent's own (later ones belong to its ISA and pools)."""
+    gpus = []
+    for block in re.split(r"^\s*Agent \d+\s*$", text, flags=re.MULTILINE)[1:]:
+        fields = {}
+        for key in ("Name", "Marketing Name", "Device Type"):
+            found = re.search(rf"^\s*{key}:[ \t]*(.*?)\s*$", block, re.MULTILINE)
+            fields[key] = found.group(1) if found else ""
+        if fields["Device Type"] == "GPU":
+            gpus.append({"index": len(gpus), "name": fields["Marketing Name"] or fields["Name"],
+                         "arch": fields["Name"], "driver": None, "memory_mib": None})
+    return gpus
+
+
+def amd_gpus() -> list[dict]:
+    """The AMD GPUs rocminfo lists (all of them: it ignores ROCR_VISIBLE_DEVICES); [] without."""
+    rocminfo = shutil.which("rocminfo") or shutil.which(str(Path(os.environ.get("ROCM_PATH", "/opt/rocm")) / "bin/rocminfo"))
+    if not rocminfo:
+        return []
+    try:
+        res = subprocess.run([rocminfo], capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return parse_rocminfo(res.stdout) if res.returncode == 0 else []
+
+
+def rccl_tests_archive() -> tuple[Path, str]:
+    """rccl-tests at the commit components.toml pins, from the repository's mirror copy, and its sha256."""
+    record = tomllib.loads((LAUNCHER / "hpcai/image/components.toml").read_text())["components"]["rccl-tests"]
+    return REPO / "tests/infra/mirror/github/ROCm/rccl-tests" / f"{record['version']}.tar.gz", record["sha256"]
+
+
+def build_rccl_tests(workdir: Path, archs: list[str]) -> tuple[Path | None, str]:
+    """Build rccl-tests (MPI=0: one process drives every GPU, -g N) with the machine's hipcc for
+    ARCHS, as the image's build.sh does; (its build folder, or None, and the build's output)."""
+    rocm = Path(os.environ.get("ROCM_PATH", "/opt/rocm"))
+    if not (rocm / "bin/hipcc").exists():
+        return None, f"no hipcc in {rocm}/bin (set ROCM_PATH)"
+    archive, sha = rccl_tests_archive()
+    if hashlib.sha256(archive.read_bytes()).hexdigest() != sha:
+        return None, f"{archive}: sha256 differs from components.toml's {sha}"
+    src = workdir / "rccl-tests-src"
+    with tarfile.open(archive) as tar:
+        tar.extractall(src, filter="data")
+    top = next(src.iterdir())
+    hipcc = " ".join([str(rocm / "bin/hipcc"), *(f"--offload-arch={a}" for a in archs)])
+    env = {**os.environ, "PATH": f"{rocm / 'bin'}:{os.environ.get('PATH', '')}"}
+    res = subprocess.run(["make", f"-j{os.cpu_count() or 2}", f"ROCM_PATH={rocm}", f"HIPCC={hipcc}"], cwd=top,
+                         env=env, capture_output=True, text=True, timeout=3600, check=False)
+    build = top / "build"
+    return (build if res.returncode == 0 and (build / "all_reduce_perf").exists() else None), res.stdout + res.stderr
+
+
 TORCH_PROBE = r"""
 import json, sys
 out = {"python": sys.executable}
@@ -111,6 +173,7 @@ except Exception as exc:
 else:
     out["torch"] = torch.__version__
     out["cuda_build"] = torch.version.cuda
+    out["hip"] = getattr(torch.version, "hip", None)  # a ROCm build: "cuda" devices are AMD GPUs, NCCL is RCCL
     out["cuda"] = bool(torch.cuda.is_available())
     out["devices"] = torch.cuda.device_count() if out["cuda"] else 0
     out["names"] = [torch.cuda.get_device_name(i) for i in range(out["devices"])]
@@ -342,13 +405,13 @@ def machine_facts(info: dict | None = None, gpus: list[dict] | None = None) -> d
     return {"host": socket.gethostname(), "gpu": ", ".join(names) or "none", "gpus": len(gpus),
             "driver": gpus[0]["driver"] if gpus else None,
             "gpu_memory_mib": gpus[0]["memory_mib"] if gpus else None,
-            "torch": info.get("torch"), "cuda": info.get("cuda_build"), "nccl": info.get("nccl"),
-            "python": info.get("python")}
+            "torch": info.get("torch"), "cuda": info.get("cuda_build"), "hip": info.get("hip"),
+            "nccl": info.get("nccl"), "python": info.get("python")}
 
 
 def summary_line(record: dict) -> str:
     """One line for the terminal and the README: what ran, on what, and its figure."""
-    keys = ("check", "gpu", "gpus", "driver", "torch", "cuda", "nccl", "ranks", "backend", "model",
+    keys = ("check", "gpu", "gpus", "driver", "torch", "cuda", "hip", "nccl", "ranks", "backend", "model",
             "ex_per_sec_total", "samples_per_second", "tflops_per_gpu", "precision", "synthetic", "metric", "value")
     parts = [f"{k}={record[k]:.6g}" if isinstance(record.get(k), float) else f"{k}={record[k]}"
              for k in keys if record.get(k) is not None]

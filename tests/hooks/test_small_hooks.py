@@ -60,6 +60,10 @@ def test_scheduler_binding_survives(run_entrypoint):
            "CUDA_VISIBLE_DEVICES": "GPU-abc"}
     run = run_entrypoint(env, hooks=["gpu"])
     assert (run.exported(), run.env["CUDA_VISIBLE_DEVICES"]) == ({}, "GPU-abc")
+    for scheduler in ({"ROCR_VISIBLE_DEVICES": "6"}, {"HIP_VISIBLE_DEVICES": "6"}):  # AMD: either layer
+        env = {"LOCAL_RANK": "2", "HPCAI_GPU_BIND": "local-rank", "HPCAI_GPU_VENDOR": "rocm", **scheduler}
+        run = run_entrypoint(env, hooks=["gpu"])
+        assert run.exported() == {} and "ROCR_VISIBLE_DEVICES" not in run.exported(), scheduler
 
 
 @pytest.mark.skipif(os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd"), reason="a GPU node")

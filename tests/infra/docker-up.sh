@@ -6,7 +6,8 @@
 set -euo pipefail
 
 BASE_TAG=${HPCAI_DEBIAN_BASE:-debian:bookworm-slim}
-SUITE=${HPCAI_DEBIAN_SUITE:-bookworm}
+# Another suite than the host's (base-rocm.sh: trixie) is read from the host's Debian mirror.
+SUITE=${HPCAI_DEBIAN_SUITE:-}
 
 log() { printf 'docker-up: %s\n' "$*" >&2; }
 
@@ -39,12 +40,17 @@ for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list; do
   [ -s "$f" ] && { sources=$f; break; }
 done
 [ -n "$sources" ] || { log "no apt sources found on this machine"; exit 1; }
+if [ -n "$SUITE" ]; then
+  # shellcheck source=../../dockerfiles/install/lib.sh
+  mirror=$(bash -c 'source "$1"; debian_url ""' _ "$(dirname "$0")/../../dockerfiles/install/lib.sh")
+  sources="deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${mirror%/} $SUITE main"
+fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-log "mmdebstrap $SUITE from $sources -> $BASE_TAG"
+log "mmdebstrap ${SUITE:-bookworm} from ${sources%% *} -> $BASE_TAG"
 mmdebstrap --quiet --variant=minbase --include=ca-certificates \
-  --aptopt='Acquire::Retries "3"' "$SUITE" "$tmp/rootfs.tar" "$sources"
+  --aptopt='Acquire::Retries "3"' "${SUITE:-bookworm}" "$tmp/rootfs.tar" "$sources"
 docker import --change 'CMD ["bash"]' "$tmp/rootfs.tar" "$BASE_TAG" >/dev/null
 log "created $BASE_TAG ($(docker image inspect -f '{{.Size}}' "$BASE_TAG") bytes)"
 self_check

@@ -32,4 +32,4 @@ bash "$here/base-cuda.sh" >&2
 args=()
 for s in "${sets[@]}"; do args+=(--set "$s"); done
 exec "$hpcai" build pytorch-ngc --base "${HPCAI_CUDA_BASE:-hpcai/base-cuda:13.2}" --mpi "$mpi" --ofi 1 --cxi 1 \
-  --cuda-arch 90 --payloads sanity,mpi-allreduce,nccl-tests,megatron-gpt --sources "$sources" "${args[@]}" "$@"
+  --gpu-arch 90 --payloads sanity,mpi-allreduce,nccl-tests,megatron-gpt --sources "$sources" "${args[@]}" "$@"

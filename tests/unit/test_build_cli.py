@@ -247,17 +247,20 @@ def test_apptainer_bootstrap_choices(hpcai):
     assert "unknown bootstrap 'oras'; valid: docker, docker-daemon, localimage" in line
 
 
-def test_rccl_tests_render_needs_allow_unverified(hpcai, monkeypatch):
-    res = hpcai("render", "pytorch-rocm", "--payloads", "sanity,rccl-tests")
+def test_rccl_tests_tag_without_checksum_needs_allow_unverified(hpcai, monkeypatch):
+    pinned = hpcai("render", "pytorch-rocm", "--payloads", "sanity,rccl-tests")  # the mirror's commit, checked
+    assert pinned.exit_code == 0, pinned.stderr
+    assert 'RCCL_TESTS_SHA256="e4717f46b8a3e66f961603a735ce677fdf72162e4df0060e0f3acc46c3135026"' in pinned.stdout
+    tag = ("render", "pytorch-rocm", "--payloads", "sanity,rccl-tests", "--set", "rccl-tests=rocm-6.4.0")
+    res = hpcai(*tag)
     assert res.exit_code == 2 and res.stdout == ""
     assert res.stderr.startswith("error: rccl-tests rocm-6.4.0 has no known sha256")
     assert "--allow-unverified" in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    ok = hpcai("render", "pytorch-rocm", "--payloads", "sanity,rccl-tests", "--allow-unverified")
+    ok = hpcai(*tag, "--allow-unverified")
     assert ok.exit_code == 0, ok.stderr
     assert 'RCCL_TESTS_SHA256="unverified"' in ok.stdout and "payload-hook.sh rccl-tests build.sh" in ok.stdout
-    assert hpcai("render", "pytorch-rocm").exit_code == 0  # default ROCm payloads need no flag
     monkeypatch.setenv("ALLOW_UNVERIFIED", "1")  # the Make route: make build-pytorch-rocm ALLOW_UNVERIFIED=1
-    assert hpcai("render", "pytorch-rocm", "--payloads", "sanity,rccl-tests").exit_code == 0
+    assert hpcai(*tag).exit_code == 0
 
 
 def test_progress_counts_steps_across_podman_stages():

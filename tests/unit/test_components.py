@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import re
 import hashlib
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,6 +13,8 @@ import pytest
 from hpcai.image import components
 from hpcai.image.components import UNVERIFIED
 from hpcai.errors import UsageError
+
+REPO = Path(__file__).resolve().parents[2]
 from hpcai.resources import data_path
 
 HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -149,12 +151,18 @@ def test_shellcheck_clean_on_every_install_script():
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-def test_rccl_tests_is_pinned_to_a_tag_archive_without_checksum():
-    src = components.manifest()["rccl-tests"].default
-    assert src.url == f"https://github.com/ROCm/rccl-tests/archive/refs/tags/{src.version}.tar.gz"
-    assert src.version.startswith("rocm-") and src.sha256 == UNVERIFIED and not src.verified
-    # The install script reads these; "unverified" makes fetch.sh download unchecked with a warning.
-    assert src.env()["RCCL_TESTS_SHA256"] == "unverified"
+def test_rccl_tests_is_pinned_to_the_mirrors_commit_archive():
+    comp = components.manifest()["rccl-tests"]
+    src = comp.default
+    assert src.url == f"https://github.com/ROCm/rccl-tests/archive/{src.version}.tar.gz"
+    assert len(src.version) == 40 and src.verified
+    mirrored = REPO / "tests/infra/mirror/github/ROCm/rccl-tests" / f"{src.version}.tar.gz"
+    assert hashlib.sha256(mirrored.read_bytes()).hexdigest() == src.sha256
+    assert f"{src.sha256}  github/ROCm/rccl-tests/{src.version}.tar.gz" in (
+        REPO / "tests/infra/mirror/SHA256SUMS").read_text()
+    # The release tag has no known checksum: "unverified" makes fetch.sh download it unchecked with a warning.
+    tag = next(a for a in comp.alternates if a.version == "rocm-6.4.0")
+    assert tag.sha256 == UNVERIFIED and tag.env()["RCCL_TESTS_SHA256"] == "unverified"
     assert "RCCL_TESTS_URL" in (data_path("payloads") / "rccl-tests/build.sh").read_text()
 
 

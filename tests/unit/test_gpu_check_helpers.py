@@ -106,3 +106,21 @@ def test_a_python_without_cuda_torch_is_passed_over_with_the_reason(monkeypatch)
             ("no torch" in why[0] or "sees no CUDA" in why[0]), why
     else:
         assert info["cuda"] and info["devices"] > 0, info
+
+
+def test_rocminfo_lists_the_gpu_agents_in_hips_order():
+    """rocminfo's GPU agents (an MI250X node's GCDs here; CPU agents and the ISA/pool `Name:`
+    lines are not GPUs) are what the ROCm gpu-check (tests/gpu/test_gpu_rocm.py) runs on."""
+    text = (REPO / "tests/fixtures/logs/rocminfo_mi250x.txt").read_text()
+    gpus = gpucheck.parse_rocminfo(text)
+    assert [(g["index"], g["name"], g["arch"]) for g in gpus] == [(i, "AMD Instinct MI250X", "gfx90a") for i in range(4)]
+    assert gpucheck.parse_rocminfo("ROCk module is loaded\n") == []
+    facts = gpucheck.machine_facts({"torch": "2.6.0+rocm6.4", "hip": "6.4.43482", "nccl": "2.22.3"}, gpus)
+    assert facts["gpu"] == "AMD Instinct MI250X" and facts["gpus"] == 4 and facts["hip"] == "6.4.43482"
+
+
+def test_rccl_tests_for_the_rocm_check_is_the_pinned_mirror_copy(tmp_path, monkeypatch):
+    archive, sha = gpucheck.rccl_tests_archive()
+    assert archive.is_file() and archive.name.startswith("ae3e635") and len(sha) == 64
+    monkeypatch.setenv("ROCM_PATH", str(tmp_path))  # no hipcc there: one clear reason, nothing built
+    assert gpucheck.build_rccl_tests(tmp_path, ["gfx90a"]) == (None, f"no hipcc in {tmp_path}/bin (set ROCM_PATH)")

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.hostile
 
 FIXED = {"sha": "0123456789ab", "build_date": "2026-01-01T00:00:00Z"}
 # What the Makefile exports (and typer reads): cleared so the machine's environment cannot leak in.
-SPEC_VARS = ("BASE_IMAGE", "ARCH", "WITH_MPI", "WITH_OFI", "WITH_HVD", "WITH_CXI", "CUDA_ARCHS", "HPC_LIBS_DIR", "PAYLOADS", "NGC_VERSION",
+SPEC_VARS = ("BASE_IMAGE", "ARCH", "WITH_MPI", "WITH_OFI", "WITH_HVD", "WITH_CXI", "GPU_ARCHS", "CUDA_ARCHS", "HPC_LIBS_DIR", "PAYLOADS", "NGC_VERSION",
              "ROCM_VERSION", "ALLOW_UNVERIFIED", "HPCAI_REPOSITORY", "TAG", "WHEELHOUSE", "CA_BUNDLE",
              "APT_SOURCES", "SOURCES_DIR", "DOCKER")
 CONTROL = "control characters"
@@ -81,9 +81,9 @@ OPTION_CASES = [
     (["pytorch-ngc", "--ngc-version", "25.06;id"], {}, (), "--ngc-version (NGC_VERSION) '25.06;id': expected a tag"),
     (["pytorch-ngc"], {"NGC_VERSION": "$(id)"}, (), "--ngc-version (NGC_VERSION) '$(id)': expected a tag"),
     (["pytorch-rocm", "--rocm-version", "6.4 x"], {}, (), "--rocm-version (ROCM_VERSION) '6.4 x': expected a tag"),
-    # --cuda-arch / --cxi: values that reach the payload hooks' environment and the stack
-    (["pytorch-ngc", "--cuda-arch", "90\nRUN id"], {}, (), "--cuda-arch (CUDA_ARCHS) value '90\\nRUN id': control characters"),
-    (["pytorch-ngc"], {"CUDA_ARCHS": "90;id"}, (), "--cuda-arch (CUDA_ARCHS) value '90;id': expected a compute capability"),
+    # --gpu-arch / --cxi: values that reach the payload hooks' environment and the stack
+    (["pytorch-ngc", "--gpu-arch", "90\nRUN id"], {}, (), "--gpu-arch (GPU_ARCHS) value '90\\nRUN id': control characters"),
+    (["pytorch-ngc"], {"CUDA_ARCHS": "90;id"}, (), "--gpu-arch (GPU_ARCHS) value '90;id': expected a compute capability"),
     (["pytorch-ngc", "--cxi", "maybe"], {}, (), "WITH_CXI value"),
     (["pytorch-rocm"], {"ROCM_VERSION": "-6.4"}, (), "--rocm-version (ROCM_VERSION) '-6.4': expected a tag"),
     # component versions: --set NAME=VERSION and <NAME>_VERSION (ENV, %post export, labels, URLs)

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(300)
 HVD_MPICH_SANITY = ("--mpi", "mpich", "--horovod", "1", "--payloads", "sanity")
 HVD_MPICH_SANITY_ENV = {"WITH_MPI": "mpich", "WITH_HVD": "1", "PAYLOADS": "sanity"}
 # Make variables a shell may carry; cleared so each case sees only its own options.
-MAKE_VARS = ("WITH_MPI", "WITH_OFI", "WITH_HVD", "WITH_CXI", "CUDA_ARCHS", "HPC_LIBS_DIR", "PAYLOADS",
+MAKE_VARS = ("WITH_MPI", "WITH_OFI", "WITH_HVD", "WITH_CXI", "GPU_ARCHS", "CUDA_ARCHS", "HPC_LIBS_DIR", "PAYLOADS",
              "NGC_VERSION", "ROCM_VERSION", "TAG", "HPCAI_REPOSITORY", "BASE_IMAGE", "ARCH", "DOCKER",
              "ALLOW_UNVERIFIED", "WHEELHOUSE", "CA_BUNDLE", "APT_SOURCES", "SOURCES_DIR")
 

@@ -67,6 +67,18 @@ def test_rccl_uses_same_parser():
     assert r.headline.value == pytest.approx(61.2345)
 
 
+def test_rccl_tests_at_the_pinned_commit_with_its_header_lines():
+    """The output of rccl-tests ae3e635 (components.toml) as its common.cu prints it with MPI=1:
+    its version line, `#   Rank … Pid … on HOST device N [bus] NAME` per rank, no RCCL line,
+    the asterisk note before the summary. 16 ranks: two MI250X nodes of 8 GCDs."""
+    r = parse("rccl_tests_ae3e635_mi250x.log", "rccl-tests")
+    assert r.headline.name == "busbw_avg" and r.headline.value == pytest.approx(88.7136)
+    assert r.get("busbw_max_size").value == pytest.approx(125.38)  # out-of-place, 64 MiB
+    assert r.details["max_size"] == 67108864 and len(r.details["rows"]) == 7
+    assert r.details["out_of_bounds_ok"] is True and r.warnings == []
+    assert all(row["oop_wrong"] == 0 and row["ip_wrong"] == 0 for row in r.details["rows"])
+
+
 def test_wrong_payload_log_is_a_clear_error():
     with pytest.raises(UsageError, match="nccl-tests: no size/time/algbw/busbw table"):
         parse_text("nccl-tests", (LOGS / "hvd_pytorch.log").read_text())

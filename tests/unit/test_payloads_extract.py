@@ -23,6 +23,8 @@ CASES = [  # payload, log, metric (manifest and parser), expected value
     ("nccl-tests", "nccl_srun_label.log", "busbw_avg", None),
     ("nccl-tests", "nccl_scientific.log", "busbw_avg", None),
     ("rccl-tests", "rccl_allreduce.log", "busbw_avg", None),
+    ("rccl-tests", "rccl_tests_ae3e635_mi250x.log", "busbw_avg", 88.7136),
+    ("rccl-tests", "rccl_tests_ae3e635_mi250x.log", "busbw_max_size", 125.38),
     ("hvd-synthetic", "hvd_pytorch.log", "img_per_sec_total", None),
     ("hvd-synthetic", "hvd_pytorch.log", "img_per_sec_per_device", None),
     ("hvd-synthetic", "hvd_tf_cpu_label.log", "img_per_sec_total", None),

@@ -141,16 +141,31 @@ def test_missing_build_inputs_are_refused(tmp_path: Path):
         make_spec("pytorch-cpu", ca_bundle=str(tmp_path / "ca.crt"))
 
 
-def test_rccl_tests_needs_allow_unverified():
+def test_rocm_images_bake_rccl_tests_from_the_pinned_commit():
+    """rccl-tests is a ROCm default, pinned to the mirror's commit archive with its sha256; the
+    release tag AMD's 6.4 images match has no known checksum and needs --allow-unverified."""
     for fl in ("pytorch-rocm", "tensorflow-rocm"):
-        assert "rccl-tests" not in flavors()[fl].default_payloads
-        make_spec(fl, sha="a")  # the default ROCm image renders without --allow-unverified
+        assert "rccl-tests" in flavors()[fl].default_payloads
+        spec = make_spec(fl, sha="a")
+        assert spec.sources["rccl-tests"].verified
+        assert spec.labels()["hpcai.component.rccl-tests"] == "ae3e6357cb3514d5649b3b5dfaa80cb2d2af3532"
     with pytest.raises(UsageError, match=r"^rccl-tests rocm-6\.4\.0 has no known sha256 .*pass "
                                          r"--allow-unverified .*--set rccl-tests=VERSION$"):
-        make_spec("pytorch-rocm", payloads="sanity,rccl-tests", sha="a")
-    spec = make_spec("pytorch-rocm", payloads="sanity,rccl-tests", allow_unverified=True, sha="a")
+        make_spec("pytorch-rocm", payloads="sanity,rccl-tests", sets=["rccl-tests=rocm-6.4.0"], sha="a")
+    spec = make_spec("pytorch-rocm", payloads="sanity,rccl-tests", sets=["rccl-tests=rocm-6.4.0"],
+                     allow_unverified=True, sha="a")
     assert spec.labels()["hpcai.component.rccl-tests"] == "rocm-6.4.0"
     assert not spec.sources["rccl-tests"].verified
+
+
+def test_gpu_arch_list_reaches_the_rccl_tests_hook_on_rocm():
+    from hpcai.image.render import render
+
+    spec = make_spec("pytorch-rocm", gpu_archs="gfx90a", payloads="sanity,rccl-tests", sha="abc")
+    assert spec.gpu_archs == ("gfx90a",) and spec.labels()["hpcai.gpu-archs"] == "gfx90a"
+    text = render(spec)
+    assert text.count('HPCAI_GPU_ARCHS="gfx90a"') == 1
+    assert text.index("HPCAI_GPU_ARCHS") < text.index("RUN /opt/hpcai-build/install/payload-hook.sh")
 
 
 def test_git_sha_read_from_the_git_folder(tmp_path):
@@ -243,7 +258,7 @@ def test_apt_sources_file_name_is_in_grammar(tmp_path):
         make_spec("pytorch-cpu", apt_sources=str(bad), sha="a")
 
 
-# --- --cxi and --cuda-arch (issue 14) ------------------------------------------------------------
+# --- --cxi and --gpu-arch (issue 14) ------------------------------------------------------------
 
 def test_cxi_builds_hpe_libcxi_before_libfabric_and_names_the_image():
     spec = make_spec("pytorch-ngc", cxi="1", payloads="none", sha="abc")
@@ -258,35 +273,37 @@ def test_cxi_needs_libfabric_built_from_source(flavor, ofi):
         make_spec(flavor, cxi="1", ofi=ofi, payloads="none", sha="abc")
 
 
-def test_cuda_arch_list_reaches_the_first_payload_build_hook_only():
+def test_gpu_arch_list_reaches_the_first_payload_build_hook_only():
     from hpcai.image.render import render
 
-    spec = make_spec("pytorch-ngc", cuda_archs="80, 90a,80", payloads="sanity,nccl-tests,mpi-allreduce", sha="abc")
-    assert spec.cuda_archs == ("80", "90a") and spec.labels()["hpcai.cuda-archs"] == "80,90a"
+    spec = make_spec("pytorch-ngc", gpu_archs="80, 90a,80", payloads="sanity,nccl-tests,mpi-allreduce", sha="abc")
+    assert spec.gpu_archs == ("80", "90a") and spec.labels()["hpcai.gpu-archs"] == "80,90a"
     text = render(spec)
-    assert text.count('HPCAI_CUDA_ARCHS="80,90a"') == 1
+    assert text.count('HPCAI_GPU_ARCHS="80,90a"') == 1
     # set after the stack (bumping it keeps the compiled stack's layers), before the first hook
-    assert text.index("# Step: aws-ofi-nccl") < text.index("HPCAI_CUDA_ARCHS") < text.index("RUN /opt/hpcai-build/install/payload-hook.sh")
+    assert text.index("# Step: aws-ofi-nccl") < text.index("HPCAI_GPU_ARCHS") < text.index("RUN /opt/hpcai-build/install/payload-hook.sh")
     default = make_spec("pytorch-ngc", payloads="sanity,nccl-tests,mpi-allreduce", sha="abc")
-    assert "HPCAI_CUDA_ARCHS" not in render(default) and default.tag != spec.tag
+    assert "HPCAI_GPU_ARCHS" not in render(default) and default.tag != spec.tag
 
 
-def test_cuda_arch_list_reaches_mpich_first_when_it_compiles_gpu_kernels():
+def test_gpu_arch_list_reaches_mpich_first_when_it_compiles_gpu_kernels():
     from hpcai.image.render import render
 
-    spec = make_spec("pytorch-ngc", mpi="mpich", cuda_archs="90", payloads="nccl-tests", sha="abc")
+    spec = make_spec("pytorch-ngc", mpi="mpich", gpu_archs="90", payloads="nccl-tests", sha="abc")
     text = render(spec)
     # yaksa (MPICH's GPU pack engine) compiles kernels: the list is set once, at MPICH's step,
     # after libfabric (whose layers stay cached when the list changes)
-    assert text.count('HPCAI_CUDA_ARCHS="90"') == 1
-    assert text.index("# Step: mpich") < text.index("HPCAI_CUDA_ARCHS") < text.index("# Step: aws-ofi-nccl")
+    assert text.count('HPCAI_GPU_ARCHS="90"') == 1
+    assert text.index("# Step: mpich") < text.index("HPCAI_GPU_ARCHS") < text.index("# Step: aws-ofi-nccl")
 
 
 @pytest.mark.parametrize("value, flavor, message", [
-    ("sm_90", "pytorch-ngc", r"^--cuda-arch \(CUDA_ARCHS\) value 'sm_90': expected a compute capability"),
-    ("90;id", "pytorch-ngc", r"^--cuda-arch \(CUDA_ARCHS\) value '90;id': expected"),
-    ("90", "pytorch-rocm", r"^--cuda-arch \(CUDA_ARCHS\) applies to CUDA flavors only, not pytorch-rocm$"),
+    ("sm_90", "pytorch-ngc", r"^--gpu-arch \(GPU_ARCHS\) value 'sm_90': expected a compute capability"),
+    ("90;id", "pytorch-ngc", r"^--gpu-arch \(GPU_ARCHS\) value '90;id': expected"),
+    ("90", "pytorch-rocm", r"^--gpu-arch \(GPU_ARCHS\) value '90': expected an AMD GPU processor name, e.g. gfx90a"),
+    ("gfx90a", "pytorch-ngc", r"^--gpu-arch \(GPU_ARCHS\) value 'gfx90a': expected a compute capability"),
+    ("gfx90a", "pytorch-cpu", r"^--gpu-arch \(GPU_ARCHS\) applies to CUDA and ROCm flavors only, not pytorch-cpu$"),
 ])
-def test_bad_cuda_arch_is_one_line(value, flavor, message):
+def test_bad_gpu_arch_is_one_line(value, flavor, message):
     with pytest.raises(UsageError, match=message):
-        make_spec(flavor, cuda_archs=value, payloads="none", sha="abc")
+        make_spec(flavor, gpu_archs=value, payloads="none", sha="abc")

@@ -29,9 +29,9 @@ O_HVD = typer.Option(None, "--horovod", envvar="WITH_HVD", help="Build Horovod: 
 O_CXI = typer.Option(None, "--cxi", envvar="WITH_CXI",
                      help="libfabric's cxi provider (HPE Slingshot) built in, from HPE's libcxi sources: 1/0. "
                           "Default 0 (the host's libfabric is swapped in at run time).")
-O_CUDA_ARCH = typer.Option(None, "--cuda-arch", envvar="CUDA_ARCHS",
-                           help="GPU architectures CUDA payloads compile for, e.g. 90 or 80,90 "
-                                "(default: each payload's own list).")
+O_GPU_ARCH = typer.Option(None, "--gpu-arch", "--cuda-arch", envvar=["GPU_ARCHS", "CUDA_ARCHS"],
+                          help="GPU architectures GPU payloads compile for: CUDA 90 or 80,90; ROCm gfx90a or "
+                               "gfx90a,gfx942 (default: each payload's own list). --cuda-arch is the old name.")
 O_LIBS = typer.Option(None, "--hpc-libs", envvar="HPC_LIBS_DIR",
                       help="Site libraries folder (must hold libfabric.so*): bakes them in, tag gets -ss.")
 O_PAYLOADS = typer.Option(None, "--payloads", envvar="PAYLOADS",
@@ -61,7 +61,7 @@ O_SOURCES = typer.Option(None, "--sources", envvar="SOURCES_DIR",
 TAG_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
     ("base", Optional[str], O_BASE), ("arch", str, O_ARCH), ("mpi", Optional[str], O_MPI),
     ("ofi", Optional[str], O_OFI), ("horovod", Optional[str], O_HVD), ("cxi", Optional[str], O_CXI),
-    ("cuda_archs", Optional[str], O_CUDA_ARCH), ("hpc_libs", Optional[str], O_LIBS),
+    ("gpu_archs", Optional[str], O_GPU_ARCH), ("hpc_libs", Optional[str], O_LIBS),
     ("payloads", Optional[str], O_PAYLOADS), ("ngc_version", Optional[str], O_NGC),
     ("rocm_version", Optional[str], O_ROCM), ("sets", Optional[list[str]], O_SET),
     ("variants", Optional[list[str]], O_VARIANT), ("allow_unverified", bool, O_UNVERIFIED), ("repository", Optional[str], O_REPO),

@@ -108,7 +108,7 @@ class Component:
     packages: Packages = field(default_factory=Packages)  # what building it needs
     debian_when: Condition = field(default_factory=Condition)  # when a spec takes it from Debian instead
     debian_packages: Packages = field(default_factory=Packages)  # those Debian packages
-    gpu_kernels: bool = False  # compiles GPU kernels: its step gets --cuda-arch (HPCAI_CUDA_ARCHS)
+    gpu_kernels: bool = False  # compiles GPU kernels: its step gets --gpu-arch (HPCAI_GPU_ARCHS)
 
     @property
     def known(self) -> dict[str, Source]:

@@ -118,10 +118,10 @@ def builder_steps(spec: ImageSpec, hooks: list[PayloadHooks]) -> list[Step]:
     compiles = bool(stack) or any(h.build and h.compilers for h in hooks)
     steps = [system_packages_step(spec, "builder" if compiles else "python"),
              Step("python venv and framework", "python-venv.sh")]
-    # The GPU architectures (--cuda-arch): set before the first step that compiles GPU kernels (a
+    # The GPU architectures (--gpu-arch): set before the first step that compiles GPU kernels (a
     # component marked gpu_kernels, e.g. MPICH's yaksa, or a payload hook), so that changing them
     # rebuilds from there on and the steps before stay cached.
-    archs = (("HPCAI_CUDA_ARCHS", ",".join(spec.cuda_archs)),) if spec.cuda_archs else ()
+    archs = (("HPCAI_GPU_ARCHS", ",".join(spec.gpu_archs)),) if spec.gpu_archs else ()
     for name in stack:
         own = archs if records[name].gpu_kernels else ()
         archs = () if own else archs

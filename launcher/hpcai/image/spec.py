@@ -172,7 +172,7 @@ class ImageSpec:
     ofi: bool = True
     horovod: bool = False
     cxi: bool = False  # libfabric's cxi provider built in (libcxi from HPE's sources)
-    cuda_archs: tuple[str, ...] = ()  # GPU architectures payloads compile for (empty: their defaults)
+    gpu_archs: tuple[str, ...] = ()  # GPU architectures payloads compile for (empty: their defaults)
     hpc_libs: Path | None = None
     payloads: tuple[str, ...] = ()
     payload_variants: tuple[tuple[str, str], ...] = ()  # (payload, variant): --variant PAYLOAD=NAME
@@ -240,17 +240,17 @@ class ImageSpec:
         """"" for the flavor's own payloads and the default component versions; otherwise 6 hex
         digits of what differs (the payload list, the versions used), so such builds get a tag of
         their own, and so do builds for chosen GPU architectures. `hpcai inspect` shows the values
-        (hpcai.payloads, hpcai.component.*, hpcai.cuda-archs)."""
+        (hpcai.payloads, hpcai.component.*, hpcai.gpu-archs)."""
         from hpcai.image import components
 
         defaults = components.resolve({})
         changed = sorted((n, self.sources[n].version, self.sources[n].sha256) for n in self.used_components()
                          if self.sources[n] != defaults.get(n))
-        if self.payloads == self.flavor.default_payloads and not changed and not self.cuda_archs \
+        if self.payloads == self.flavor.default_payloads and not changed and not self.gpu_archs \
                 and not self.payload_variants:
             return ""
         # GPU architectures and variants count only when chosen, so other builds keep their tags.
-        text = repr((self.payloads, changed, *((self.cuda_archs,) if self.cuda_archs else ()),
+        text = repr((self.payloads, changed, *((self.gpu_archs,) if self.gpu_archs else ()),
                      *((self.payload_variants,) if self.payload_variants else ())))
         return hashlib.sha256(text.encode()).hexdigest()[:6]
 
@@ -290,8 +290,8 @@ class ImageSpec:
         }
         for name in self.used_components():
             labels[f"hpcai.component.{name}"] = self.sources[name].version
-        if self.cuda_archs:
-            labels["hpcai.cuda-archs"] = ",".join(self.cuda_archs)
+        if self.gpu_archs:
+            labels["hpcai.gpu-archs"] = ",".join(self.gpu_archs)
         if self.payload_variants:
             labels["hpcai.payload-variants"] = ",".join(f"{p}={v}" for p, v in self.payload_variants)
         if self.framework_requirement:
@@ -372,20 +372,26 @@ def component_selections(sets: list[str]) -> dict[str, str]:
     return {**from_env, **from_sets}
 
 
-CUDA_ARCH = re.compile(r"[1-9][0-9]{1,2}[af]?")  # compute capability without the dot: 80, 90, 90a, 100f
+# The GPU architectures a family's compilers name: CUDA compute capabilities without the dot (80,
+# 90, 90a, 100f), ROCm's LLVM processor names (gfx90a MI200, gfx942 MI300, gfx1100 …).
+GPU_ARCH = {
+    "cuda": (re.compile(r"[1-9][0-9]{1,2}[af]?"), "a compute capability without the dot, e.g. 80, 90 or 90a"),
+    "rocm": (re.compile(r"gfx[0-9]{2,4}[0-9a-f]?"), "an AMD GPU processor name, e.g. gfx90a or gfx942"),
+}
 
 
-def parse_cuda_archs(value: str | None, fl: Flavor) -> tuple[str, ...]:
-    """--cuda-arch 80,90 -> ("80", "90"): the GPU architectures CUDA payloads (nccl-tests) are
-    compiled for; fewer builds faster. Empty: each payload's own default list."""
+def parse_gpu_archs(value: str | None, fl: Flavor) -> tuple[str, ...]:
+    """--gpu-arch 80,90 (CUDA) or gfx90a,gfx942 (ROCm) -> ("80", "90"): the GPU architectures GPU
+    payloads (nccl-tests, rccl-tests) and MPICH's yaksa are compiled for; fewer builds faster.
+    Empty: each payload's own default list."""
     if not value or not value.strip():
         return ()
-    if fl.family != "cuda":
-        raise UsageError(f"--cuda-arch (CUDA_ARCHS) applies to CUDA flavors only, not {fl.name}")
+    if fl.family not in GPU_ARCH:
+        raise UsageError(f"--gpu-arch (GPU_ARCHS) applies to CUDA and ROCm flavors only, not {fl.name}")
+    shape, example = GPU_ARCH[fl.family]
     archs = tuple(a.strip() for a in value.split(","))
     for arch in archs:
-        shaped("--cuda-arch (CUDA_ARCHS) value", arch, CUDA_ARCH,
-               "a compute capability without the dot, e.g. 80, 90 or 90a, comma-separated")
+        shaped("--gpu-arch (GPU_ARCHS) value", arch, shape, f"{example}, comma-separated")
     return tuple(dict.fromkeys(archs))
 
 
@@ -426,7 +432,7 @@ def parse_variants(values: list[str], chosen: tuple[str, ...]) -> tuple[tuple[st
 
 def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
               mpi: str | None = None, ofi: str | None = None, horovod: str | None = None,
-              cxi: str | None = None, cuda_archs: str | None = None, hpc_libs: str | None = None, payloads: str | None = None,
+              cxi: str | None = None, gpu_archs: str | None = None, hpc_libs: str | None = None, payloads: str | None = None,
               ngc_version: str | None = None, rocm_version: str | None = None,
               sets: list[str] | None = None, allow_unverified: bool = False, variants: list[str] | None = None,
               repository: str | None = None, tag: str | None = None,
@@ -453,7 +459,7 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
         raise UsageError("--cxi (WITH_CXI) builds libfabric's cxi provider, which needs libfabric built from "
                          "source: a GPU flavor (" + ", ".join(n for n, f in flavors().items() if f.family != "cpu")
                          + ") with --ofi 1")
-    archs = parse_cuda_archs(cuda_archs, fl)
+    archs = parse_gpu_archs(gpu_archs, fl)
     libs = Path(hpc_libs).expanduser() if hpc_libs else None
     if libs is not None:
         check_hpc_libs(libs)
@@ -479,7 +485,7 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
         extra["git_sha"] = sha
     spec = ImageSpec(
         flavor=fl, base=base_image(fl, base, ngc_version, rocm_version), arch=arch,
-        mpi=chosen_mpi, ofi=with_ofi, horovod=with_hvd, cxi=with_cxi, cuda_archs=archs, hpc_libs=libs, payloads=chosen_payloads,
+        mpi=chosen_mpi, ofi=with_ofi, horovod=with_hvd, cxi=with_cxi, gpu_archs=archs, hpc_libs=libs, payloads=chosen_payloads,
         payload_variants=chosen_variants, components=tuple(sorted(sources.items())),
         framework_requirement=components.python_requirement(fl.framework) if fl.family == "cpu" else "",
         repository=(repository or "hpcai").rstrip("/"), tag_override=tag or "",
