@@ -76,14 +76,34 @@ def _slurm_jobs_left(request, tmp_path_factory):
 
 
 def pytest_collection_modifyitems(config, items):
-    """On CI, tests for engines CI cannot have are deselected rather than skipped."""
+    """On CI, tests for engines CI cannot have are deselected rather than skipped, and the ROCm
+    recipe's tests when it was proven on today's inputs (tests/infra/rocm_recipe_inputs.py)."""
     if not REQUIRE:
         return
     absent = [n for n in NEVER_ON_CI if not engine_available(n)]
     dropped = [i for i in items if any(i.get_closest_marker(n) for n in absent)]
+    recipe = [i for i in items if i.path.name == "test_rocm_recipe.py"]
+    if recipe:
+        sys.path.insert(0, str(REPO / "tests" / "infra"))
+        import rocm_recipe_inputs
+
+        if rocm_recipe_inputs.proven() and os.environ.get("HPCAI_ROCM_RECIPE") != "build":
+            dropped += recipe
+            ROCM_RECIPE_NOTE.append(f"rocm-recipe: {len(recipe)} tests deselected: the recipe was proven on "
+                                    f"these inputs ({rocm_recipe_inputs.digest()[:12]}, `make rocm-recipe`)")
+        else:
+            ROCM_RECIPE_NOTE.append("rocm-recipe: its inputs changed since it was last proven: building and testing it")
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [i for i in items if i not in dropped]
+
+
+ROCM_RECIPE_NOTE: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    for line in ROCM_RECIPE_NOTE:
+        terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -8,6 +8,9 @@ opts=(--without-ucx --enable-mpi-thread-multiple --with-pmix="$HPCAI_PREFIX" --w
       --with-libevent=external)
 if [ "${HPCAI_WITH_OFI:-1}" = 1 ]; then opts+=(--with-ofi="$HPCAI_PREFIX"); fi
 if with_cuda; then opts+=(--with-cuda=/usr/local/cuda); fi
+# --with-rocm is Open MPI 5's (its accelerator framework moves ROCm buffers); 4.1 has no such
+# option (configure warns "unrecognized" and goes on) and is ROCm-aware only through UCX, which this
+# OFI build leaves out: with 4.1 (CI's ROCm recipe) GPU buffers are staged by the framework.
 if with_rocm; then opts+=(--with-rocm=/opt/rocm); fi
 # Open MPI before 4.1.7 takes container_of from libfabric's headers, which libfabric 2.x no longer
 # exports (CI builds Debian's 4.1.4 against libfabric 2.1): define it where it is missing, as
