@@ -6,9 +6,12 @@ A module of its own (not conftest.py) so test modules can import it by a unique 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def pip_build_inputs() -> list[str]:
@@ -31,3 +34,27 @@ def pip_build_inputs() -> list[str]:
     if cert and Path(cert).is_file():
         opts += ["--ca-bundle", cert]
     return opts
+
+
+def sh(*argv: str, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False, **kw)
+
+
+def recipe_image(workdir: Path, script: str, *args: str, prebuilt: str) -> str:
+    """The image tests/infra/SCRIPT builds (the tag on its stdout's last line), with this machine's
+    pip build inputs; or the one the environment variable PREBUILT names, when set."""
+    if os.environ.get(prebuilt):
+        return os.environ[prebuilt]
+    import pytest
+
+    hpcai = shutil.which("hpcai") or str(Path(sys.executable).with_name("hpcai"))
+    env = {**os.environ, "HPCAI": hpcai, "HPCAI_PYTHON": sys.executable, "HPCAI_WORK_DIR": str(workdir)}
+    res = sh("bash", str(REPO / "tests/infra" / script), *args, *pip_build_inputs(), timeout=5000, env=env)
+    if res.returncode != 0:
+        pytest.fail(f"{script} {' '.join(args)} failed (exit {res.returncode}):\n{res.stderr[-6000:]}")
+    return res.stdout.strip().splitlines()[-1]
+
+
+def in_image(image: str, script: str, *docker_args: str) -> subprocess.CompletedProcess:
+    """bash -c SCRIPT in a container of IMAGE, started through its entrypoint like a payload."""
+    return sh("docker", "run", "--rm", *docker_args, image, "bash", "-c", script)

@@ -305,6 +305,14 @@ def run_bench(python: str, payload: str, workdir: Path, args=(), profile: str | 
     return BenchRun(payload, argv, code, text, log, workdir / "out" / payload, result_line(text, payload), nproc)
 
 
+def passed(run: BenchRun) -> dict:
+    """Rank 0's HPCAI_RESULT line of a run that passed, else a failure with the log's tail."""
+    assert run.returncode == 0 and run.result and run.result.get("status") == "PASS", (
+        f"{' '.join(run.argv)} exited {run.returncode}, result {run.result and run.result.get('status')} "
+        f"(log: {run.log}):\n{run.tail()}")
+    return run.result
+
+
 # ------------------------------------------------------------------ hpcai results -------------
 
 @dataclass

@@ -24,7 +24,7 @@ import os
 import re
 
 import pytest
-from gpucheck import (NEEDS, append_report, find_python, machine_facts, new_session_dir, nvidia_gpus,
+from gpucheck import (NEEDS, append_report, find_python, machine_facts, nvidia_gpus, passed,
                       results_parse, run_bench, run_entrypoint, table_rows)
 
 GPUS = nvidia_gpus()
@@ -72,13 +72,6 @@ def cuda_python():
 
 
 @pytest.fixture(scope="module")
-def session_dir():
-    path = new_session_dir()
-    print(f"gpu-check: logs under {path}")
-    return path
-
-
-@pytest.fixture(scope="module")
 def facts(cuda_python):
     return machine_facts(cuda_python[1], GPUS)
 
@@ -89,14 +82,6 @@ def _need(info: dict, payload: str) -> None:
         pytest.skip(f"{payload} needs {', '.join(missing)} in {info['python']} (pip install -r "
                     f"payloads/{payload}/requirements.txt); its quick profile downloads nothing "
                     "(a model from its config, random tokens)")
-
-
-def _passed(run) -> dict:
-    """Rank 0's HPCAI_RESULT line of a run that passed, else a failure with the log's tail."""
-    assert run.returncode == 0 and run.result and run.result.get("status") == "PASS", (
-        f"{' '.join(run.argv)} exited {run.returncode}, result {run.result and run.result.get('status')} "
-        f"(log: {run.log}):\n{run.tail()}")
-    return run.result
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +104,7 @@ def hf_run(cuda_python, session_dir):
 
 def test_sanity_on_every_gpu(sanity_run, facts):
     """One rank per GPU: every rank reports itself, the world size and the GPUs nvidia-smi lists."""
-    result = _passed(sanity_run)
+    result = passed(sanity_run)
     ranks = len(_visible())
     assert result["metrics"].get("world_size") == ranks, result
     for rank in range(ranks):
@@ -134,7 +119,7 @@ def test_sanity_on_every_gpu(sanity_run, facts):
 @pytest.mark.slow
 def test_ddp_bench_nccl_on_every_gpu(ddp_run, facts):
     """PyTorch DDP over every visible GPU with NCCL: real ex/s, backend nccl, world size = GPUs."""
-    result = _passed(ddp_run)
+    result = passed(ddp_run)
     ranks = len(_visible())
     doc = json.loads((ddp_run.out_dir / "ddp-bench.json").read_text())
     summary = doc["summary"]
@@ -156,7 +141,7 @@ def test_ddp_bench_nccl_on_every_gpu(ddp_run, facts):
 @pytest.mark.slow
 def test_hf_clm_quick_on_one_gpu(hf_run, facts, cuda_python):
     """Hugging Face Trainer, --profile quick (gpt2-tiny, 128 tokens, batch 4, 5 steps), offline."""
-    result = _passed(hf_run)
+    result = passed(hf_run)
     summary = json.loads((hf_run.out_dir / "hpcai_summary.json").read_text())
     sps = result["metrics"]["samples_per_second"]
     assert sps > 0 and math.isclose(sps, summary["train_samples_per_second"], rel_tol=1e-9), (sps, summary)
@@ -189,7 +174,7 @@ def megatron_run(cuda_python, session_dir):
 def test_megatron_caraml_800m_on_one_gpu(megatron_run, facts):
     """megatron-gpt (Megatron Core) at CARAML's 800M values on one GPU, ended by exit_duration as
     Megatron's --exit-duration-in-mins ends CARAML's run: tokens/s and TFLOP/s from its own JSON."""
-    result = _passed(megatron_run)
+    result = passed(megatron_run)
     summary = json.loads((megatron_run.out_dir / "megatron-gpt.json").read_text())
     assert (summary["layers"], summary["hidden"], summary["heads"], summary["gbs"], summary["seq"]) == \
         (16, 2048, 8, 32, 2048), summary
@@ -218,7 +203,7 @@ def test_openclip_at_mmoclips_commit_on_one_gpu(openclip_run, facts, cuda_python
     """openclip: OpenCLIP at the commit MMoCLIP pins (ee286275, open_clip 2.14.0, `training.main`)
     with MMoCLIP's flags on synthetic data, the quick profile (ViT-B-32, 2048 samples, batch 64,
     amp_bf16) on one GPU: every step logged, total_time_secs by MMoCLIP's rule."""
-    result = _passed(openclip_run)
+    result = passed(openclip_run)
     assert "Train Epoch: 0 [2048/2048 (100%)]" in openclip_run.output, openclip_run.tail()
     parsed = results_parse(openclip_run.log, "openclip")
     assert parsed.returncode == 0 and parsed.headline == "total_time_secs", parsed.doc
@@ -269,7 +254,7 @@ def test_hpcai_results_over_the_logs(payload, fixture, headline, request, facts)
     """`hpcai results parse LOG --payload NAME` over what the runner printed: the headline row, and
     the same figure the runner reported in its HPCAI_RESULT line."""
     run = request.getfixturevalue(fixture)
-    result = _passed(run)
+    result = passed(run)
     parsed = results_parse(run.log, payload)
     print(parsed.table)
     assert parsed.returncode == 0, parsed.stderr
@@ -321,7 +306,7 @@ def mila_run(cuda_python, session_dir):
 def test_mila_training_runs_milas_own_code_on_one_gpu(mila_run, facts):
     """mila-training: Mila's own toy_reg, toy_lstm and wlm (224a69c3, ported) through its run.py
     with --cuda on one GPU, the quick sizes; Mila's report, parsed, gives the runner's score."""
-    result = _passed(mila_run)
+    result = passed(mila_run)
     parsed = results_parse(mila_run.log, "mila-training")
     assert parsed.returncode == 0 and parsed.headline == "score", parsed.doc
     assert math.isclose(parsed.metric("score"), result["metrics"]["score"], rel_tol=1e-5), parsed.doc

@@ -18,7 +18,7 @@ import os
 import subprocess
 
 import pytest
-from gpucheck import (amd_gpus, append_report, build_rccl_tests, find_python, machine_facts, new_session_dir,
+from gpucheck import (amd_gpus, append_report, build_rccl_tests, find_python, machine_facts, passed,
                       results_parse, run_bench)
 
 GPUS = amd_gpus()
@@ -55,27 +55,14 @@ def rocm_python():
 
 
 @pytest.fixture(scope="module")
-def session_dir():
-    path = new_session_dir()
-    print(f"gpu-check: logs under {path}")
-    return path
-
-
-@pytest.fixture(scope="module")
 def facts(rocm_python):
     return {**machine_facts(rocm_python[1], [GPUS[i] for i in _visible()]), "vendor": "amd",
             "arch": ",".join(sorted({GPUS[i]["arch"] for i in _visible()}))}
 
 
-def _passed(run) -> dict:
-    assert run.returncode == 0, f"{run.payload} exited {run.returncode}:\n{run.tail()}"
-    assert run.result and run.result["status"] == "PASS", run.tail()
-    return run.result
-
-
 def test_sanity_on_every_amd_gpu(rocm_python, session_dir, facts):
     run = run_bench(rocm_python[0], "sanity", session_dir, nproc=len(_visible()))
-    result = _passed(run)
+    result = passed(run)
     assert result["metrics"].get("world_size") == len(_visible()), result
     append_report({"check": "sanity", **facts, "ranks": len(_visible()), "seconds": result["seconds"],
                    "log": str(run.log)})
@@ -86,7 +73,7 @@ def test_ddp_bench_rccl_on_every_amd_gpu(rocm_python, session_dir, facts):
     """PyTorch DDP with the nccl backend, which a ROCm torch runs on RCCL: real ex/s."""
     ranks = len(_visible())
     run = run_bench(rocm_python[0], "ddp-bench", session_dir, args=("backend=nccl",), nproc=ranks)
-    result = _passed(run)
+    result = passed(run)
     doc = json.loads((run.out_dir / "ddp-bench.json").read_text())
     assert doc["distributed_backend"] == "nccl" and doc["summary"]["world_size"] == ranks, doc["summary"]
     total = result["metrics"]["ex_per_sec_total"]

@@ -26,7 +26,8 @@ STAMP = REPO / "tests/infra/rocm-recipe.proven"
 INPUTS = ("tests/infra/base-rocm", "tests/infra/base-rocm.sh", "tests/infra/rocm-recipe.sh", "tests/infra/sources.py",
           "tests/infra/docker-up.sh", "tests/infra/mirror/github/ROCm", "tests/infra/mirror/github/aws", "dockerfiles",
           "entrypoints", "payloads/_runner", "payloads/sanity", "payloads/mpi-allreduce", "payloads/rccl-tests",
-          "launcher/hpcai/image", "launcher/hpcai/cli/build.py", "tests/integration/test_rocm_recipe.py")
+          "launcher/hpcai/image", "launcher/hpcai/cli/build.py", "tests/integration/test_rocm_recipe.py",
+          "tests/imagebuild.py")
 
 
 def files() -> list[Path]:

@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from imagebuild import pip_build_inputs
+from imagebuild import in_image, recipe_image, sh
 
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = "/opt/hpcai"
@@ -34,27 +31,9 @@ LIBMPI = {"ompi": "libmpi.so.40", "mpich": "libmpi.so.12"}[MPI]
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(5400)]
 
 
-def sh(*argv: str, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False, **kw)
-
-
 @pytest.fixture(scope="module")
 def gpu_image(tmp_path_factory) -> str:
-    if os.environ.get("HPCAI_GPU_RECIPE_IMAGE"):
-        return os.environ["HPCAI_GPU_RECIPE_IMAGE"]
-    hpcai = shutil.which("hpcai") or str(Path(sys.executable).with_name("hpcai"))
-    env = {**os.environ, "HPCAI": hpcai, "HPCAI_PYTHON": sys.executable,
-           "HPCAI_WORK_DIR": str(tmp_path_factory.mktemp("gpu-recipe"))}
-    res = sh("bash", str(REPO / "tests/infra/gpu-recipe.sh"), MPI, *pip_build_inputs(),
-             timeout=5000, env=env)
-    if res.returncode != 0:
-        pytest.fail(f"gpu-recipe.sh {MPI} failed (exit {res.returncode}):\n{res.stderr[-6000:]}")
-    return res.stdout.strip().splitlines()[-1]
-
-
-def in_image(image: str, script: str, *docker_args: str) -> subprocess.CompletedProcess:
-    """bash -c SCRIPT in a container of IMAGE, started through its entrypoint like a payload."""
-    return sh("docker", "run", "--rm", *docker_args, image, "bash", "-c", script)
+    return recipe_image(tmp_path_factory.mktemp("gpu-recipe"), "gpu-recipe.sh", MPI, prebuilt="HPCAI_GPU_RECIPE_IMAGE")
 
 
 def plugin(image: str) -> str:
