@@ -191,6 +191,26 @@ def test_mila_training_runs_milas_own_code_through_its_harness(mila_cpu_image, t
     assert jobs[0]["args"]["--batch-size"] == 256 and "--cuda" not in jobs[0]["args"]
 
 
+def test_mila_translator_runs_gnmt_on_the_stand_in_wmt16(mila_cpu_image, tmp_path):
+    """Mila's rnn_translator (GNMT) through run.py on the stand-in WMT16, at a tiny size (GNMT takes
+    seconds a batch on 2 cores): 11 observations of 1 batch of 2, Mila drops 10. The ported trainer
+    times --number batches, so the report's items/s is batch x number over the observed time."""
+    out = tmp_path / "out"
+    out.mkdir()
+    res = subprocess.run(["docker", "run", "--rm", "-v", f"{out}:/out", "-e", "HPCAI_OUTPUT_DIR=/out", mila_cpu_image,
+                          "hpcai-bench", "mila-training", "bench=translator", "number=1", "repeat=11", "batch_size=2",
+                          "device=cpu"], capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    assert "mila-training: stand-in WMT16 for translator: 16630 WikiText-2 sentences" in res.stdout
+    got = results(res.stdout)["mila-training"]
+    assert got["status"] == "PASS" and got["synthetic"] is True
+    report = parse_text("mila", (out / "mila-training" / "mila" / "output" / "hpcai_0.json").read_text())
+    (translator,) = report.details["reports"]
+    assert translator["name"] == "translator" and translator["number"] == 1 and translator["train"]["count"] == 1
+    assert translator["train_item"]["avg"] == pytest.approx(2 * 1 / translator["train"]["avg"])
+    assert report.headline.value == pytest.approx(got["metrics"]["score"], rel=1e-6)
+
+
 def test_hf_clm_seed_variant_trains_on_the_seeds_own_stack(hf_seed_cpu_image):
     """`hpcai build --variant hf-clm=seed`: the same hf_clm.py on the WikiText-2 benchmark's
     transformers 4.37.0 / datasets 2.14.5 / evaluate 0.4.1, named by the image and the run."""
