@@ -334,3 +334,14 @@ def test_a_newline_in_the_output_dir_or_a_site_option_is_refused(hpcai, tmp_path
     assert res.exit_code == 2 and res.stderr.startswith("error: ") and (
         "shared.toml: sbatch_options '--qos=x\\nid' holds a control character" in res.stderr)  # the file and key
     assert not (tmp_path / "s").exists()
+
+
+def test_runtime_backend_and_mpi_help_list_every_registered_name():
+    """The help text comes from the registries: a new runtime is its module plus a registry line."""
+    from hpcai.run.backends import BACKENDS
+    from hpcai.run.options import MPI_TYPES, PLAN
+    from hpcai.run.runtimes import RUNTIMES
+
+    helps = {opt.name: opt.help for opt in PLAN}
+    assert len(RUNTIMES) == 10 and helps["runtime"].startswith(", ".join(RUNTIMES) + " (default")
+    assert helps["backend"].startswith(", ".join(BACKENDS)) and helps["mpi"].startswith(", ".join(MPI_TYPES))

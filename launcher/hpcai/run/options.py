@@ -15,6 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hpcai.run.backends import BACKENDS
+from hpcai.run.runtimes import RUNTIMES
+
+# srun's --mpi types a launch may name (a site's `mpi`, `--mpi`): the plugins Slurm sites build.
+MPI_TYPES = ("pmi2", "pmix", "cray_shasta", "pspmix", "none")
+
 @dataclass(frozen=True)
 class Opt:
     name: str                  # the parameter; also the LaunchOptions field unless `field` says otherwise
@@ -45,10 +51,9 @@ PLAN: tuple[Opt, ...] = (  # in the order a batch script's `hpcai launch` line g
         envvar="HPCAI_ACCOUNT"),
     Opt("site", ("--site",), help="Site profile (default: autodetect, else generic-slurm, else local).",
         envvar="HPCAI_SITE"),
-    Opt("runtime", ("--runtime",), help="apptainer, singularity, charliecloud, docker, podman (default: the site's).",
-        envvar="HPCAI_RUNTIME"),
-    Opt("backend", ("--backend",), help="srun, mpiexec, local (default: the site's)."),
-    Opt("mpi", ("--mpi",), help="pmi2, pmix, cray_shasta, pspmix, none (default: the site's)."),
+    Opt("runtime", ("--runtime",), help=f"{', '.join(RUNTIMES)} (default: the site's).", envvar="HPCAI_RUNTIME"),
+    Opt("backend", ("--backend",), help=f"{', '.join(BACKENDS)} (default: the site's)."),
+    Opt("mpi", ("--mpi",), help=f"{', '.join(MPI_TYPES)} (default: the site's)."),
     Opt("nodelist", ("--nodelist", "-w"), help="Slurm host list (mpiexec: hostfile).", default=""),
     Opt("output_dir", ("--output-dir", "-o"), help="Run record folder (default: runs/<time>-<payload>[-<jobid>)]."),
     Opt("data", ("--data",), help="Folder of real datasets and models, mounted at /data (HPCAI_DATA) for "

@@ -25,10 +25,10 @@ from hpcai import files
 from hpcai.run.backends import BACKENDS  # the registries: no implementation is imported
 from hpcai.errors import UsageError, has_control, unknown
 from hpcai.resources import package_file
+from hpcai.run.options import MPI_TYPES  # declared with --mpi, the launch option
 from hpcai.run.runtimes import RUNTIMES
 from hpcai.run.slingshot import PROFILES
 
-MPI_TYPES = ("pmi2", "pmix", "cray_shasta", "pspmix", "none")
 GPU_KINDS = ("nvidia", "amd", "none")
 # The system tags of CARAML's JUBE files (FZJ-JSC/CARAML @59cba3e): a site naming one gets that
 # system's values from a payload's `--profile caraml` ([launch.caraml] rows, payloads/*/payload.toml).
