@@ -190,13 +190,13 @@ def before_hpcai_runs(err: str) -> bool:
     """A traceback from before hpcai's entry point ran, which no code of a package can catch:
     CPython's own start-up ("Fatal Python error: init_…", "Could not import runpy module", at
     about 6 ms here) or the one import line of the generated console script or runpy (about
-    1 ms, loading hpcai.cli.main, which imports nothing of hpcai's at its top). Every frame is a
-    module being loaded (`<module>`), importlib's or runpy's: none is a function of hpcai."""
+    1 ms, loading hpcai.cli.main, which imports nothing of hpcai's at its top). No frame is a
+    function of hpcai: modules being loaded (`<module>`) and the import machinery's functions,
+    importlib's, runpy's or a meta path finder's (setuptools' _distutils_hack in a venv)."""
     if err.startswith(("Fatal Python error: init_", "Could not import runpy module")):
         return True
     frames = re.findall(r'File "([^"]+)", line \d+, in (\S+)', err)
-    return bool(frames) and all(fn == "<module>" or path.startswith("<frozen") or "runpy" in path
-                                for path, fn in frames)
+    return bool(frames) and not any(fn != "<module>" and "/hpcai/" in path for path, fn in frames)
 
 
 @pytest.mark.parametrize("entry", list(ENTRY_POINTS))
@@ -274,3 +274,30 @@ def test_a_sigint_ignored_by_the_parent_stays_ignored():
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0 and err == "" and "Usage" in out, (delay_ms, proc.returncode, err)
+
+
+def test_a_ctrl_c_python_wraps_or_swallows_is_still_an_interrupt(monkeypatch):
+    """Two ways Python hides a KeyboardInterrupt raised by the SIGINT handler during imports, both
+    seen in the test above: 3.11 wraps one raised in __set_name__ (a class body of ipaddress) in a
+    RuntimeError, and one raised in an import-lock weakref callback is "ignored" (printed, and the
+    command goes on). main() takes the first for an interrupt; the second is remembered."""
+    import types
+
+    from hpcai.cli import main as cli
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as ki:
+            raise RuntimeError("Error calling __set_name__ on 'cached_property' instance") from ki
+    except RuntimeError as wrapped:
+        assert cli._interrupt_inside(wrapped)
+    assert not cli._interrupt_inside(RuntimeError("a bug"))
+    passed_on = []
+    monkeypatch.setattr(cli.sys, "__unraisablehook__", passed_on.append)
+    monkeypatch.setattr(cli, "_SWALLOWED", False)
+    other = types.SimpleNamespace(exc_type=ValueError)
+    cli._swallowed_ctrl_c(other)
+    assert passed_on == [other] and cli._SWALLOWED is False
+    cli._swallowed_ctrl_c(types.SimpleNamespace(exc_type=KeyboardInterrupt))
+    assert passed_on == [other] and cli._SWALLOWED is True

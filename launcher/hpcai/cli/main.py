@@ -184,6 +184,32 @@ def _ctrl_c(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _swallowed_ctrl_c(unraisable) -> None:
+    """sys.unraisablehook: a Ctrl-C that landed in a weakref callback of the import machinery is
+    "ignored" by Python (printed with a traceback, and the command goes on). It is remembered
+    instead, and `run` ends with `error: interrupted`; anything else is Python's."""
+    global _SWALLOWED
+    if issubclass(unraisable.exc_type, KeyboardInterrupt):
+        _SWALLOWED = True
+    else:
+        sys.__unraisablehook__(unraisable)
+
+
+_SWALLOWED = False
+
+
+def _interrupt_inside(exc: BaseException) -> bool:
+    """A KeyboardInterrupt wrapped by Python: 3.11 turns one raised in a class body's
+    __set_name__ (a Ctrl-C while a module defines its classes) into a RuntimeError."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _os_error(exc: OSError) -> str:
     """An OSError as one line: what failed and on which file (a full disk, a file where a folder
     was expected, a read-only folder, stdout on a full device)."""
@@ -213,6 +239,7 @@ def main() -> None:
         import signal
 
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            sys.unraisablehook = _swallowed_ctrl_c
             signal.signal(signal.SIGINT, _ctrl_c)
         run(fast_exit=True)
     except KeyboardInterrupt:
@@ -223,6 +250,10 @@ def main() -> None:
         # temporary folder being removed) with a traceback
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise
+    except Exception as exc:
+        if not _interrupt_inside(exc):
+            raise
+        _interrupted()
 
 
 def run(argv: list[str] | None = None, fast_exit: bool = False) -> None:
@@ -272,8 +303,8 @@ def run(argv: list[str] | None = None, fast_exit: bool = False) -> None:
         _interrupted(fast_exit)
     except OSError as exc:
         _fail(_os_error(exc), 1, fast_exit)
-    if rv == 130 and _CTRL_C:  # typer returns Exit(130) for a Ctrl-C in a command: say it like any other
-        _interrupted(fast_exit)
+    if (rv == 130 and _CTRL_C) or _SWALLOWED:  # typer returns Exit(130) for a Ctrl-C in a command;
+        _interrupted(fast_exit)  # Python swallows one in a weakref callback: say them like any other
     try:
         sys.stdout.flush()
     except OSError as exc:  # stdout on a full device or a closed pipe
