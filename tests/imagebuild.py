@@ -58,3 +58,16 @@ def recipe_image(workdir: Path, script: str, *args: str, prebuilt: str) -> str:
 def in_image(image: str, script: str, *docker_args: str) -> subprocess.CompletedProcess:
     """bash -c SCRIPT in a container of IMAGE, started through its entrypoint like a payload."""
     return sh("docker", "run", "--rm", *docker_args, image, "bash", "-c", script)
+
+
+def plugin_tables(image: str, path: str) -> list[str]:
+    """The versioned plugin tables (ncclNetPlugin_vN) the NCCL/RCCL net plugin at PATH exports, by
+    dlopen in the image (no nm there: the final stage has no toolchain)."""
+    import shlex
+
+    probe = ("import ctypes\n"
+             f"lib = ctypes.CDLL({path!r})\n"
+             "print(' '.join(f'ncclNetPlugin_v{v}' for v in range(2, 20) if hasattr(lib, f'ncclNetPlugin_v{v}')))\n")
+    res = in_image(image, f"python3 -c {shlex.quote(probe)}")
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout.split()
