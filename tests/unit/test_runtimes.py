@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
 from hpcai.errors import UsageError
@@ -219,3 +221,28 @@ def test_check_mode_names_the_fix_in_one_line(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)  # not installed here: the nodes' ranks say
     app.check_mode(spec(userns=True))
     app.check_mode(spec())
+
+
+def test_every_runtime_declares_the_one_contract():
+    """Issue 28, item 2: every registered runtime is a Runtime, whose defaults answer each optional
+    question (step, group_start, check_mode, prepare, joins, launcher_env, fabric_hooks), so no
+    module of the launcher probes a runtime with hasattr/getattr."""
+    import re
+    from pathlib import Path
+
+    from hpcai.run.runtimes import RUNTIMES, ContainerSpec, Runtime, get_runtime
+
+    spec = ContainerSpec(image="x", command=("true",))
+    for name in RUNTIMES:
+        runtime = get_runtime(name)
+        assert isinstance(runtime, Runtime) and runtime.name == name
+        assert runtime.binary and isinstance(runtime.launcher_env, Mapping)
+    docker = get_runtime("docker")
+    assert (docker.step(spec), docker.group_start(spec), docker.prepare("x"), docker.check_mode(spec)) == (None, [], [], None)
+    assert not docker.joins and not docker.fabric_hooks and dict(docker.launcher_env) == {}
+    assert get_runtime("charliecloud").joins and get_runtime("apptainer").groups_any_ranks
+    assert get_runtime("ce").fabric_hooks and get_runtime("enroot").launcher_env
+    run = Path(__file__).resolve().parents[2] / "launcher" / "hpcai" / "run"
+    probes = [f"{p.name}: {line.strip()}" for p in run.rglob("*.py") for line in p.read_text().splitlines()
+              if re.search(r"(hasattr|getattr)\(runtime\b", line)]
+    assert probes == []

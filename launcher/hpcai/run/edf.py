@@ -237,7 +237,7 @@ def _check_mount(item: str) -> list[str]:
 def hooks_on(site: Any, runtime: Any) -> bool:
     """The runtime's own hooks bring the host fabric: a runtime that has them (ce), on a site
     that does not switch them off (fabric_hooks = false)."""
-    return bool(getattr(runtime, "fabric_hooks", False)) and site.fabric_hooks
+    return runtime.fabric_hooks and site.fabric_hooks
 
 
 def without_swap(site: Any, binds: list[tuple[str, str]], env: dict[str, str],

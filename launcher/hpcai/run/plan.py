@@ -502,7 +502,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         image_env=not Path(opts.image).is_dir() or (Path(opts.image) / "ch" / "environment").is_file(),
         fabric_hooks=hooks_on(site, runtime), mpi=labels.get("hpcai.mpi", ""), run_dir=str(run_dir))
     _check_plugin(runtime_name, runtime, spec, backend, opts)
-    if check and hasattr(runtime, "check_mode"):  # apptainer: can it run in the mode the site asks for?
+    if check:  # apptainer: can it run in the mode the site asks for?
         runtime.check_mode(spec)
     plan = LaunchPlan(site=site.name, site_source=site.source, backend=backend.name, runtime=runtime_name,
                       image=opts.image, payload=label, payload_vars=call.overrides, command=command,
@@ -511,7 +511,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
                       run_dir=str(run_dir), job_id=job_id, energy=opts.energy, warnings=warnings,
                       secret_env=_secret_process_env(secret_env, runtime), done_file=_done_file(opts.done_file))
     plan.image_labels = labels
-    if backend.slurm and hasattr(runtime, "prepare"):  # once on this host, before srun starts the ranks
+    if backend.slurm:  # once on this host, before srun starts the ranks (sarus pull)
         plan.prepare = runtime.prepare(opts.image)
     wrap = _energy_wrapper(run_dir) if opts.energy else (lambda argv: argv)
     if opts.energy:
@@ -655,14 +655,14 @@ def _shares_nodes(runtime: Runtime, call: PayloadCall, opts: LaunchOptions, geom
     whose group any rank may join at any time (apptainer's instance: `groups_any_ranks`) every
     rank a launcher starts several of per node (MPI whether or not hpcai knows it, as a --cmd with
     the site's host MPI; NCCL's and MPICH's shared memory under --containall)."""
-    if getattr(runtime, "groups_any_ranks", False):
+    if runtime.groups_any_ranks:
         return not backend.per_rank and not geom.per_gpu
     return _mpi_world(call, opts, geom, backend)
 
 
 def _joins(runtime: Runtime, spec: Any) -> bool:
     """The ranks on one node join one container, a peer group named per node (charliecloud)."""
-    return getattr(runtime, "joins", False) and spec.peers > 1
+    return runtime.joins and spec.peers > 1
 
 
 def _needs_shim(runtime: Runtime, site: SiteProfile, backend: Backend, opts: LaunchOptions, spec: Any) -> bool:
@@ -699,7 +699,7 @@ def _shim(host: Host, runtime: Runtime, site: SiteProfile, plan: LaunchPlan, run
     shim = [*host.shim(), "--kind", runtime.name]
     if runtime.engine or joins:
         shim += ["--name", f"hpcai-{{jobid}}-{group_word(run_dir)}-{{{'node' if joins else 'rank'}}}"]
-    if joins and hasattr(runtime, "group_start"):
+    if joins:
         shim += [arg for token in runtime.group_start(spec) for arg in ("--start", token)]
     if runtime.clean_env(site):
         for pattern in site.pass_env:
@@ -720,8 +720,8 @@ def _shim(host: Host, runtime: Runtime, site: SiteProfile, plan: LaunchPlan, run
 
 def _secret_process_env(secrets: dict[str, str], runtime: Runtime) -> dict[str, str]:
     prefix = runtime.env_prefix
-    # launcher_env (optional): settings the runtime's own program reads (enroot: ENROOT_*)
-    return {**getattr(runtime, "launcher_env", {}), **secrets,
+    # launcher_env: settings the runtime's own program reads (enroot: ENROOT_*)
+    return {**runtime.launcher_env, **secrets,
             **{prefix + k: v for k, v in secrets.items() if prefix}}
 
 

@@ -8,7 +8,9 @@ plugin: it adds options to srun (`step`) instead of wrapping the command.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
 
 ENTRYPOINT = "/opt/hpcai/bin/hpcai-entrypoint"
 BENCH = "/opt/hpcai/bin/hpcai-bench"
@@ -52,32 +54,56 @@ class ContainerSpec:
     extra: tuple[str, ...] = field(default=())
 
 
-class Runtime(Protocol):
-    name: str
-    binary: str
-    env_prefix: str      # secrets reach the container as PREFIX+NAME in the runtime's environment
-    image_is_file: bool  # the image is a path (SIF, SquashFS, folder), not an engine's image name
-    engine: bool         # a container engine: one named, labelled container per rank, killed and
-                         # removed through the engine, the image Id asked from it (docker, podman)
+class Runtime:
+    """What every runtime declares: the required parts (name, binary, clean_env, prefetch, labels,
+    argv) and every optional capability with its default, so planning asks each runtime the same
+    questions and never probes for a name (`hasattr`)."""
+
+    name: str = ""
+    binary: str = ""
+    env_prefix: str = ""         # secrets reach the container as PREFIX+NAME in the runtime's environment
+    image_is_file: bool = False  # the image is a path (SIF, SquashFS, folder), not an engine's image name
+    engine: bool = False         # a container engine: one named, labelled container per rank, killed and
+                                 # removed through the engine, the image Id asked from it (docker, podman)
+    joins: bool = False          # the ranks on one node join one container, a peer group named per node
+    groups_any_ranks: bool = False  # any rank may join the node's group whenever it starts (apptainer's instance)
+    fabric_hooks: bool = False   # its own hooks can bring the host fabric (ce, where the site lets them)
+    # settings the runtime's own program reads from the launcher's environment (enroot's ENROOT_*),
+    # never put in argv
+    launcher_env: Mapping[str, str] = MappingProxyType({})
 
     def clean_env(self, site: Any) -> bool:
         """The container starts with a clean environment, so the rank shim forwards the site's
         pass_env variables into it."""
-        ...
+        raise NotImplementedError
 
     def prefetch(self, image: str) -> None:
         """Start asking for the image's labels now (an engine answers while planning goes on)."""
-        ...
+        raise NotImplementedError
 
-    def labels(self, image: str) -> dict[str, str]: ...
+    def labels(self, image: str) -> dict[str, str]:
+        raise NotImplementedError
 
-    def argv(self, spec: ContainerSpec) -> list[str]: ...
+    def argv(self, spec: ContainerSpec) -> list[str]:
+        raise NotImplementedError
 
-    # Optional, for a runtime that is a plugin of the launcher rather than a command around the
-    # payload (pyxis: `srun --container-image=… CMD`): `step(spec)` gives the options it adds to
-    # srun's own, and argv() is then the command srun runs inside the container. See step().
-    # Optional too: `launcher_env`, a dict of settings the runtime's own program reads from the
-    # environment of the launcher process (enroot's ENROOT_*), never put in argv.
+    def step(self, spec: ContainerSpec) -> StepOptions | None:
+        """A runtime that is a plugin of the launcher rather than a command around the payload
+        (pyxis: `srun --container-image=… CMD`) gives the options it adds to srun's own; argv() is
+        then the command srun runs inside the container. The others: None."""
+        return None
+
+    def group_start(self, spec: ContainerSpec) -> list[str]:
+        """The command that starts a node's shared container, for a runtime that joins ranks into
+        one (apptainer's instance); [] when the rank shim needs none (charliecloud)."""
+        return []
+
+    def check_mode(self, spec: ContainerSpec) -> None:
+        """Refuse, naming the fix, a mode this host cannot run (apptainer: capabilities, --userns)."""
+
+    def prepare(self, image: str) -> list[list[str]]:
+        """Commands run once on this host before a Slurm step starts the ranks (sarus pull)."""
+        return []
 
 
 @dataclass(frozen=True)
@@ -92,10 +118,9 @@ class StepOptions:
 
 
 def step(runtime: Runtime, spec: ContainerSpec) -> StepOptions | None:
-    """The runtime's StepOptions when it is a launcher plugin (it has `step`), else None: the
-    wrapping runtimes (apptainer, charliecloud, docker…) put everything in argv()."""
-    method = getattr(runtime, "step", None)
-    return method(spec) if method else None
+    """The runtime's StepOptions when it is a launcher plugin, else None: the wrapping runtimes
+    (apptainer, charliecloud, docker…) put everything in argv()."""
+    return runtime.step(spec)
 
 
 # name -> "module:class" (imported when used): singularity subclasses apptainer, podman docker

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 
 from hpcai.errors import UsageError, operand
-from hpcai.run.runtimes import ContainerSpec
+from hpcai.run.runtimes import ContainerSpec, Runtime
 
 GROUP = "instance://{group}"  # the rank shim puts the node's instance name here (entrypoints/hpcai-shim)
 # The capabilities Apptainer asks for as root outside a user namespace (0 to 40, CAP_CHECKPOINT_RESTORE).
@@ -42,7 +42,7 @@ CAP_NAMES = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER
              "CAP_CHECKPOINT_RESTORE")
 
 
-class ApptainerRuntime:
+class ApptainerRuntime(Runtime):
     name = "apptainer"
     binary = "apptainer"
     env_prefix = "APPTAINERENV_"

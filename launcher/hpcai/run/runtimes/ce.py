@@ -13,12 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpcai.errors import UsageError, operand
-from hpcai.run.runtimes import ContainerSpec, StepOptions
+from hpcai.run.runtimes import ContainerSpec, Runtime, StepOptions
 
 EDF_NAME = "environment.toml"
 
 
-class CeRuntime:
+class CeRuntime(Runtime):
     name = "ce"
     binary = "srun"  # no binary of its own: the pyxis-based plugin of srun
     env_prefix = ""  # the container inherits the step's environment

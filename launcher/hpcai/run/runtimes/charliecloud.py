@@ -21,10 +21,10 @@ ch-run serves the mount (FUSE) the others run in.
 from __future__ import annotations
 
 from hpcai.errors import operand
-from hpcai.run.runtimes import ContainerSpec
+from hpcai.run.runtimes import ContainerSpec, Runtime
 
 
-class CharliecloudRuntime:
+class CharliecloudRuntime(Runtime):
     name = "charliecloud"
     binary = "ch-run"
     env_prefix = ""  # ch-run passes the environment on: secrets are inherited

@@ -21,13 +21,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpcai.errors import operand
-from hpcai.run.runtimes import ContainerSpec
+from hpcai.run.runtimes import ContainerSpec, Runtime
 
 # Debian's /usr/share/containers/seccomp.json (golang-github-containers-common 0.50.1+ds1-4), unchanged.
 SECCOMP_PROFILE = Path(__file__).with_name("seccomp-ranks.json")
 
 
-class DockerRuntime:
+class DockerRuntime(Runtime):
     name = "docker"
     binary = "docker"
     env_prefix = ""  # `-e NAME`: the value comes from docker's own environment

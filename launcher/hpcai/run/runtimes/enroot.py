@@ -20,7 +20,7 @@ import re
 
 from hpcai.errors import UsageError, has_control, one_line, operand
 from hpcai.image.sqsh import SUFFIXES
-from hpcai.run.runtimes import ContainerSpec
+from hpcai.run.runtimes import ContainerSpec, Runtime
 
 # enroot's settings from the environment: no login shell, so the image's ENV (its PATH to the
 # venv) is the container's, as under docker; a login shell runs the image's /etc/profile, and
@@ -75,7 +75,7 @@ def fstab_mount(src: str, dst: str) -> str:
     return f"{src}:{path}:none:x-create=auto,rbind{',ro' if mode == 'ro' else ''}"
 
 
-class EnrootRuntime:
+class EnrootRuntime(Runtime):
     name = "enroot"
     binary = "enroot"
     env_prefix = ""  # `--env NAME`: the value comes from enroot's own environment

@@ -23,7 +23,7 @@ bring the driver in (NVIDIA_VISIBLE_DEVICES, set by NGC images).
 from __future__ import annotations
 
 from hpcai.errors import UsageError, operand
-from hpcai.run.runtimes import ContainerSpec, StepOptions
+from hpcai.run.runtimes import ContainerSpec, Runtime, StepOptions
 from hpcai.run.runtimes.enroot import LAUNCHER_ENV, check_path, image_arg, image_labels
 
 
@@ -38,7 +38,7 @@ def container_mounts(binds: tuple[tuple[str, str], ...]) -> str:
     return ",".join(out)
 
 
-class PyxisRuntime:
+class PyxisRuntime(Runtime):
     name = "pyxis"
     binary = "srun"  # pyxis has no command of its own
     env_prefix = ""  # secrets: srun's environment, named by --container-env

@@ -13,10 +13,10 @@ doc/user/user_guide.rst and config docs (1.7), shared/reference/sites.md §6.
 from __future__ import annotations
 
 from hpcai.errors import operand
-from hpcai.run.runtimes import ContainerSpec
+from hpcai.run.runtimes import ContainerSpec, Runtime
 
 
-class SarusRuntime:
+class SarusRuntime(Runtime):
     name = "sarus"
     binary = "sarus"
     env_prefix = ""  # the host environment is transferred
