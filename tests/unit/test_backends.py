@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from hpcai.run import hostnames
-from hpcai.run.backends import Geometry, get_backend
+from hpcai.run.backends import get_backend
+from hpcai.run.model import Geometry
 from hpcai.run.backends.local import rank_env
 from hpcai.run.backends.srun import failed_ranks
 

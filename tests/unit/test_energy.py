@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hpcai.results import energy
+from hpcai.run import energy as wrapper
 from hpcai.results.metrics import HIGHER, Metric, ParseResult
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
@@ -65,11 +66,11 @@ def test_no_energy_dir_adds_nothing(tmp_path):
 
 
 def test_wrap_argv_shape():
-    argv = energy.wrap_argv(["srun", "x", "--flag"], "/runs/r1/energy", ["pynvml"])
-    assert argv[:3] == [sys.executable, "-m", "hpcai.results.energy"]
+    argv = wrapper.wrap_argv(["srun", "x", "--flag"], "/runs/r1/energy", ["pynvml"])
+    assert argv[:3] == [sys.executable, "-m", "hpcai.run.energy"]
     assert argv[3:7] == ["--dir", "/runs/r1/energy", "--methods", "pynvml"]
     assert argv[7:] == ["--", "srun", "x", "--flag"]
-    assert "auto" in energy.wrap_argv(["a"], "/e")
+    assert "auto" in wrapper.wrap_argv(["a"], "/e")
 
 
 def _env(**extra):
@@ -78,11 +79,11 @@ def _env(**extra):
     return {**env, **extra}
 
 
-@pytest.mark.skipif(bool(energy.detect_power_source()), reason="this machine has a power source")
+@pytest.mark.skipif(bool(wrapper.detect_power_source()), reason="this machine has a power source")
 def test_no_power_source_says_so_and_keeps_exit_code(tmp_path):
-    methods, reason = energy.preflight()
+    methods, reason = wrapper.preflight()
     assert methods == [] and "no power source" in reason and "the run continues" in reason
-    argv = energy.wrap_argv([sys.executable, "-c", "print('payload ran'); raise SystemExit(3)"], str(tmp_path))
+    argv = wrapper.wrap_argv([sys.executable, "-c", "print('payload ran'); raise SystemExit(3)"], str(tmp_path))
     res = subprocess.run(argv, capture_output=True, text=True, env=_env(SLURM_LOCALID="0"))
     assert res.returncode == 3 and "payload ran" in res.stdout and "not measuring" in res.stderr
     (exit_file,) = tmp_path.glob("exit-code-*.txt")
@@ -90,14 +91,14 @@ def test_no_power_source_says_so_and_keeps_exit_code(tmp_path):
 
 
 def test_other_local_ranks_just_run_the_payload(tmp_path):
-    argv = energy.wrap_argv([sys.executable, "-c", "raise SystemExit(5)"], str(tmp_path), ["pynvml"])
+    argv = wrapper.wrap_argv([sys.executable, "-c", "raise SystemExit(5)"], str(tmp_path), ["pynvml"])
     res = subprocess.run(argv, capture_output=True, text=True, env=_env(SLURM_LOCALID="1"))
     assert res.returncode == 5 and not list(tmp_path.glob("exit-code-*"))
 
 
-@pytest.mark.skipif(bool(energy.detect_power_source()), reason="this machine has a power source")
+@pytest.mark.skipif(bool(wrapper.detect_power_source()), reason="this machine has a power source")
 def test_one_measurer_per_node_without_local_rank_variable(tmp_path):
-    argv = energy.wrap_argv([sys.executable, "-c", "pass"], str(tmp_path))
+    argv = wrapper.wrap_argv([sys.executable, "-c", "pass"], str(tmp_path))
     first = subprocess.run(argv, capture_output=True, text=True, env=_env())
     second = subprocess.run(argv, capture_output=True, text=True, env=_env())
     assert first.returncode == second.returncode == 0
@@ -110,7 +111,7 @@ def test_jpwr_path_recovers_payload_exit_code(tmp_path):
     (bin_dir / "jpwr").write_text(FAKE_JPWR)
     (bin_dir / "jpwr").chmod(0o755)
     edir = tmp_path / "energy"
-    argv = energy.wrap_argv([sys.executable, "-c", "raise SystemExit(7)"], str(edir), ["pynvml"])
+    argv = wrapper.wrap_argv([sys.executable, "-c", "raise SystemExit(7)"], str(edir), ["pynvml"])
     res = subprocess.run(argv, capture_output=True, text=True,
                          env=_env(SLURM_LOCALID="0", PATH=f"{bin_dir}:{os.environ['PATH']}"))
     assert res.returncode == 7, res.stderr  # jpwr itself exited 0

@@ -12,7 +12,7 @@ import pytest
 
 from hpcai import payloads
 from hpcai.errors import UsageError
-from hpcai.run import plan as planmod
+from hpcai.run import scheduler
 from hpcai.run import site as sitemod
 from hpcai.run.site import SBATCH_OWN, SLURM_OTHER, SRUN_OWN, owned_option, parse_site
 
@@ -142,9 +142,9 @@ def test_every_spelling_of_an_owned_srun_option_is_refused_from_every_source(nam
     for word in spellings(name):
         assert owned_option(word, SRUN_OWN), word
         with pytest.raises(UsageError, match="hpcai sets .* itself.*--srun-arg is for options"):
-            planmod._srun_args((word.replace(" ", "="),))
+            scheduler.check_srun_args((word.replace(" ", "="),))
         with pytest.raises(UsageError, match="payload profile srun_args"):
-            planmod._srun_args((word.replace(" ", "="),), "payload profile srun_args")
+            scheduler.check_srun_args((word.replace(" ", "="),), "payload profile srun_args")
         with pytest.raises(UsageError, match=r"t\.toml: srun_options .*hpcai sets"):
             parse_site("t", f"srun_options = [{word!r}]\n".replace("'", '"'), "t.toml")
 
@@ -172,7 +172,7 @@ def test_every_shipped_site_and_payload_profile_passes_the_check():
     for payload in payloads.available_payloads():
         manifest = payloads.load_payload(payload)
         for profile in manifest.raw.get("launch", {}):
-            planmod._srun_args(manifest.srun_args((profile,)), "payload profile srun_args")
+            scheduler.check_srun_args(manifest.srun_args((profile,)), "payload profile srun_args")
 
 
 @pytest.mark.parametrize("arg, fragment", [

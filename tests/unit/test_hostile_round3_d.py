@@ -30,7 +30,7 @@ from test_compare import hvd_log, make_run
 
 from hpcai import files
 from hpcai.errors import UsageError
-from hpcai.run import record
+from hpcai import record
 
 pytestmark = pytest.mark.hostile
 
@@ -107,13 +107,13 @@ def _digest(env: Env) -> tuple[int, str]:
 
 
 def _exit_code_file(env: Env) -> tuple[int, str]:
-    from hpcai.results import energy
+    from hpcai.run import energy
 
     return _call(lambda: energy._run_and_record(env.tmp / "energy" / "exit-code-node1.txt", ["true"]))
 
 
 def _measurer(env: Env) -> tuple[int, str]:
-    from hpcai.results import energy
+    from hpcai.run import energy
 
     def claim() -> None:
         if not energy._is_measurer(env.tmp / "energy", "node1"):

@@ -26,7 +26,7 @@ import pytest
 
 from hangups import clean_up, containers, nap, run_dir, sleepers, start_on_a_terminal, wait_for
 
-from hpcai.run import record
+from hpcai import record
 
 pytestmark = pytest.mark.hostile
 

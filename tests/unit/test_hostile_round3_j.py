@@ -28,7 +28,7 @@ import pytest
 
 from hpcai import redact
 from hpcai.redact import REDACTED, holds_secret, is_secret, redact_argv, redact_env, redact_value, secret_items
-from hpcai.run.plan import RANK_VARS
+from hpcai.run.environment import RANK_VARS
 
 pytestmark = pytest.mark.hostile
 

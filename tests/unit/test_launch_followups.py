@@ -13,7 +13,7 @@ import types
 import pytest
 from test_plan_helpers import FakeHost
 
-import hpcai.results.energy as energy
+import hpcai.run.energy as energy
 from hpcai.payloads import load_payload, payloads_root
 from hpcai.run.plan import LaunchOptions, plan_launch
 

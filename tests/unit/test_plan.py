@@ -222,8 +222,8 @@ def test_user_env_wins_over_site_env_and_rank_env(tmp_path):
 
 
 def test_energy_wraps_each_rank_command(tmp_path, monkeypatch):
-    """--energy puts hpcai.results.energy's wrapper around the per-rank command (fake wrapper)."""
-    import hpcai.results.energy as energy
+    """--energy puts hpcai.run.energy's wrapper around the per-rank command (fake wrapper)."""
+    import hpcai.run.energy as energy
 
     monkeypatch.setattr(energy, "wrap_argv", lambda argv, d: ["measure", d, "--", *argv])
     plan = plan_launch(opts(tmp_path, site="generic-slurm", energy=True), host=FakeHost(), check=False)

@@ -42,7 +42,7 @@ def the_edf(plan) -> dict:
 def test_cscs_alps_prefers_ce_and_names_the_edf_in_srun(tmp_path):
     plan = plan_for(tmp_path)
     run = tmp_path / "run"
-    assert plan.runtime == "ce"
+    assert plan.runtime.name == "ce"
     i = plan.argv.index(f"--environment={run}/environment.toml")
     assert plan.argv[0] == "srun" and "--mpi=pmi2" in plan.argv[:i]
     tail = plan.argv[i + 1:]

@@ -40,7 +40,7 @@ def test_bad_var():
 def fake_run_launch(opts) -> Path:
     """Stands in for hpcai.run.launch.run_launch (injected into run_sweep): a record as the launcher
     writes it, with a Horovod log whose throughput scales at 90 % per added node."""
-    from hpcai.run import record
+    from hpcai import record
 
     run = record.new_run_dir(Path(opts.runs_root), f"{opts.payload}-n{opts.nodes}")
     (run / "logs").mkdir(parents=True)
@@ -239,7 +239,7 @@ def test_time_to_solution_scales_strongly(tmp_path):
     import json as _json
 
     from hpcai.results import plot
-    from hpcai.run import record
+    from hpcai import record
 
     for nodes, secs in ((1, 100.0), (2, 55.0), (4, 30.0)):
         run = record.new_run_dir(tmp_path / "sw", f"openclip-n{nodes}")

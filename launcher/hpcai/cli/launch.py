@@ -58,7 +58,7 @@ def _options(words: list[str], cmd: bool, before: list[str] | None = None, table
     before: the positional words before `--` (default: from RAW_ARGS); table: the command's own
     options (LAUNCH, SUBMIT), which the command after `--` is checked against."""
     from hpcai.errors import UsageError
-    from hpcai.run.plan import LaunchOptions
+    from hpcai.run.model import LaunchOptions
 
     if cmd:
         stray = _before_dashes(words, RAW_ARGS) if before is None else before
@@ -77,7 +77,8 @@ def launch_cmd(words: list[str] | None, cmd: bool, repeat: int, dry_run: bool, a
     """Run a payload (or a raw command) in a container on every rank, and record the run."""
     if not (dry_run or as_json):
         _prefetch(plan.get("runtime"), plan.get("image"))
-    from hpcai.run.plan import check_repeat, plan_launch
+    from hpcai.run.plan import plan_launch
+    from hpcai.run.scheduler import check_repeat
 
     opts = _options(list(words or []), cmd, table=LAUNCH, **plan_fields(plan))
     check_repeat(repeat)
@@ -98,7 +99,7 @@ def submit_cmd(words: list[str] | None, cmd: bool, repeat: int, no_submit: bool,
 
     from hpcai.run import submit as batch
     from hpcai.errors import UsageError
-    from hpcai.run.plan import check_repeat
+    from hpcai.run.scheduler import check_repeat
 
     check_repeat(repeat)
     if (wait or wait_timeout is not None) and no_submit:
@@ -121,7 +122,7 @@ def _submit_one(batch, opts, submit: bool):
     folder claimed here is given back when no script could be written in it (a refused value)."""
     from pathlib import Path
 
-    from hpcai.run import record
+    from hpcai import record
 
     given, root = opts.output_dir, Path(opts.runs_root)
     made = [] if given else [p for p in (root, *root.parents) if not p.exists()]  # what the claim makes
@@ -158,7 +159,7 @@ def register(app: typer.Typer) -> None:
 def _describe(plan) -> None:
     g = plan.geometry
     say(f"# site: {plan.site} ({plan.site_source})\n"
-        f"# backend: {plan.backend}  runtime: {plan.runtime}  nodes: {g.nodes}  "
+        f"# backend: {plan.backend.name}  runtime: {plan.runtime.name}  nodes: {g.nodes}  "
         f"ranks/node: {g.ntasks_per_node}  gpus/node: {g.gpus_per_node}  "
         f"mpi: {g.mpi or 'default'}\n# run record: {plan.run_dir}")
     for w in plan.warnings:

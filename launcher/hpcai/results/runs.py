@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcai import files
-from hpcai.run import record
+from hpcai import record
 from hpcai.errors import HpcaiError, UsageError
 from hpcai.results.metrics import HIGHER, Metric, ParseResult
 
@@ -328,7 +328,7 @@ def discover(paths: list[Path]) -> list[Path]:
             found.append(p)
             continue
         below = [q.parent for q in [*p.glob(f"*/{record.PLAN}"), *p.glob(f"*/*/{record.PLAN}")]]
-        # Hidden folders are records still being written (see hpcai.run.record): skip them.
+        # Hidden folders are records still being written (see hpcai.record): skip them.
         shown = [q for q in below if not any(part.startswith(".") for part in q.relative_to(p).parts)]
         found.extend(sorted(shown, key=lambda q: (_linked(q, p), q)))
     if not found:

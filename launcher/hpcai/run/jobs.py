@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from hpcai.run import record
+from hpcai import record
 from hpcai.errors import HpcaiError
 
 POLL_S = 2.0

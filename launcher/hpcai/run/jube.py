@@ -212,10 +212,8 @@ def make(payload: str, nodes: list[int], variables: dict[str, list[str]], repeat
     the options they share, with the site pinned and relative paths made absolute (JUBE runs the
     step in a folder of its own)."""
     from hpcai.redact import redact_argv
-    from hpcai.run.backends import get_backend
     from hpcai.run.options import options_argv
     from hpcai.run.plan import plan_launch
-    from hpcai.run.runtimes import get_runtime
     from hpcai.run.sweep import point_options, points
 
     check_axes(variables)
@@ -226,13 +224,13 @@ def make(payload: str, nodes: list[int], variables: dict[str, list[str]], repeat
                               "payload_vars": point["payload_vars"], "output_dir": str(probe)})
         plan = plan_launch(opts, check=False)
     assert plan is not None and opts is not None  # points() gives one at least
-    slurm = get_backend(plan.backend).slurm
+    slurm = plan.backend.slurm
     if submit and not slurm:
-        raise UsageError(f"--jube --submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
+        raise UsageError(f"--jube --submit needs a Slurm site; {plan.site} uses the {plan.backend.name} backend")
     submit = slurm if submit is None else submit
     if (wait or wait_timeout is not None) and not submit:
         raise UsageError("--wait and --wait-timeout are for `hpcai submit`; this export runs `hpcai launch`")
-    image = str(Path(opts.image).absolute()) if get_runtime(plan.runtime).image_is_file else opts.image
+    image = str(Path(opts.image).absolute()) if plan.runtime.image_is_file else opts.image
     shared = replace(opts, nodes=None, output_dir=None, payload_args=(), site=plan.site, image=image,
                      data=str(Path(opts.data).absolute()) if opts.data else "")
     argv = options_argv(shared)

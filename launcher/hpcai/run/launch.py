@@ -14,15 +14,14 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from hpcai.run import record
-from hpcai.run.backends import get_backend
+from hpcai import record
 from hpcai.errors import HpcaiError
 from hpcai.output import plain, say, warn
-from hpcai.run.plan import LaunchOptions, LaunchPlan, plan_launch
+from hpcai.run.model import LaunchOptions, LaunchPlan
+from hpcai.run.plan import claimed_plan, plan_launch
 from hpcai.run.processes import CANCELLED_BY, Outcome, Signals
-from hpcai.run.runtimes import get_runtime
 
-__all__ = ["LaunchOptions", "LaunchPlan", "LaunchFailed", "plan_launch", "run_launch", "run_repeated", "execute"]
+__all__ = ["LaunchOptions", "LaunchPlan", "LaunchFailed", "plan_launch", "claimed_plan", "run_launch", "run_repeated", "execute"]
 
 
 class LaunchFailed(HpcaiError):
@@ -36,7 +35,7 @@ class LaunchFailed(HpcaiError):
 
 def run_launch(opts: LaunchOptions, check: bool = True, echo: bool = False) -> Path:
     """Plan and run; returns the record folder. check: raise LaunchFailed unless it completed."""
-    return execute(plan_launch(opts), check=check, echo=echo)
+    return execute(claimed_plan(opts), check=check, echo=echo)
 
 
 def run_repeated(opts: LaunchOptions, repeat: int, echo: bool = False) -> list[Path]:
@@ -48,7 +47,7 @@ def run_repeated(opts: LaunchOptions, repeat: int, echo: bool = False) -> list[P
     from dataclasses import replace
 
     from hpcai import files
-    from hpcai.run.plan import check_repeat
+    from hpcai.run.scheduler import check_repeat
 
     check_repeat(repeat)
     if repeat == 1:
@@ -101,10 +100,10 @@ def _follow(path: Path, done: threading.Event) -> None:
 def _digest(plan: LaunchPlan) -> str | None:
     """docker/podman: the image Id; a SIF or SquashFS file: its sha256 (hpcai.run.digests)."""
     path = Path(plan.image)
-    if get_runtime(plan.runtime).engine:
+    if plan.runtime.engine:
         from hpcai.image.engine import image_id
 
-        return image_id(plan.runtime, plan.image)
+        return image_id(plan.runtime.name, plan.image)
     if path.is_file():
         from hpcai.run.digests import image_sha256
 
@@ -192,7 +191,7 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
         for w in plan.warnings:
             warn(w)
     except OSError:
-        record.abandon(run_dir)  # the folder planning claimed
+        record.abandon(run_dir)  # the folder claimed for it (claimed_plan)
         raise
     # the launcher's identity: a record still "running" after it was killed (SIGKILL, a node
     # that rebooted) is told from a live run (record.launcher_note)
@@ -220,7 +219,7 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
     # record is being finished must not leave it half-written (or print a traceback).
     with Signals() as sig:
         try:
-            outcome = get_backend(plan.backend).execute(plan, logs, sig, write_plan)
+            outcome = plan.backend.execute(plan, logs, sig, write_plan)
         except (HpcaiError, OSError) as exc:  # a rank or srun could not be started: recorded
             outcome = Outcome(lines=[f"error: {exc}"], returncode=1)
         finally:
@@ -235,7 +234,7 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
                                                      next((c for c in failed.values() if c), rc or 1))
         status = record.RunStatus(
             state=state, exit_code=exit_code, failed_ranks=list(failed), wall_s=wall,
-            steps=[{"name": plan.backend, "exit_code": exit_code, "wall_s": wall,
+            steps=[{"name": plan.backend.name, "exit_code": exit_code, "wall_s": wall,
                     "rank_exit_codes": {str(r): c for r, c in sorted(codes.items())}}],
             started=status.started, ended=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             message=_message(state, failed, run_dir, rc, outcome.lines, sig.received),

@@ -17,8 +17,7 @@ import sys
 from pathlib import Path
 
 from hpcai import files
-from hpcai.run import record
-from hpcai.run.backends import get_backend
+from hpcai import record
 from hpcai.errors import HpcaiError, UsageError, one_line
 from hpcai.run.options import options_argv
 from hpcai.output import say
@@ -82,7 +81,7 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
     Shared by `hpcai submit` and `hpcai sweep --submit`. Secret --env values go to sbatch's own
     environment (the job inherits it), never into the script.
     """
-    from hpcai.run.plan import parse_env
+    from hpcai.run.environment import parse_env
 
     _check_slurm(plan)
     run_dir = Path(plan.run_dir)
@@ -111,30 +110,25 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
 
 
 def plan_record(opts, check: bool):
-    """plan_launch for a batch job, its record folder claimed (an exclusive mkdir) also when
-    check is off (--no-submit, where plan_launch claims nothing): submits started together in one
-    folder each take their own record, as launches do. A name taken between the plan's look and
-    the claim is planned again, and the next look passes it by (record.new_run_dir)."""
+    """plan_launch for a batch job, its record folder claimed (an exclusive mkdir) once the plan
+    and its script are known good: submits started together in one folder each take their own
+    record, as launches do (plan.claimed_plan). A name taken between the plan's look and the claim
+    is planned again, and the next look passes it by (record.new_run_dir)."""
     from dataclasses import replace
 
     from hpcai.run.plan import plan_launch
 
     while True:
-        plan = plan_launch(opts, check=check)  # with check, the folder is claimed already
-        try:
-            _check_slurm(plan)  # what can be refused is refused before a script is written
-            sbatch_script(plan, replace(opts, output_dir=plan.run_dir), sys.executable)
-        except BaseException:
-            if check and not opts.output_dir:
-                record.abandon(Path(plan.run_dir))  # the claim is given back: nothing was written
-            raise
-        if check or opts.output_dir or record.claim_name(Path(plan.run_dir)):
+        plan = plan_launch(opts, check=check)
+        _check_slurm(plan)  # what can be refused is refused before a script is written
+        sbatch_script(plan, replace(opts, output_dir=plan.run_dir), sys.executable)
+        if opts.output_dir or record.claim_name(Path(plan.run_dir)):
             return plan
 
 
 def _check_slurm(plan) -> None:
-    if not get_backend(plan.backend).slurm:
-        raise UsageError(f"submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
+    if not plan.backend.slurm:
+        raise UsageError(f"submit needs a Slurm site; {plan.site} uses the {plan.backend.name} backend")
 
 
 def write_once(script: Path, text: str) -> None:

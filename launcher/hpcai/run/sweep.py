@@ -32,7 +32,7 @@ MAX_POINTS = 10_000
 
 def parse_nodes(text: str) -> list[int]:
     """`1,2,4,8` -> [1, 2, 4, 8]: each count once, within the bound launch takes for --nodes."""
-    from hpcai.run.plan import _positive  # launch's own bound and message for one --nodes value
+    from hpcai.run.scheduler import check_size  # launch's own bound and message for one --nodes value
 
     items = [x.strip() for x in text.split(",")]
     if not all(x.isascii() and x.lstrip("-").isdigit() for x in items):
@@ -42,7 +42,7 @@ def parse_nodes(text: str) -> list[int]:
     if any(n < 1 for n in nodes):
         raise UsageError(f"--nodes must list node counts >= 1, got {text!r}")
     for n in nodes:
-        _positive("--nodes", n)
+        check_size("--nodes", n)
     _once("--nodes", text, [str(n) for n in nodes])
     return nodes
 
@@ -104,7 +104,7 @@ def count_points(nodes: list[int], variables: dict[str, list[str]], repeat: int 
 def points(nodes: list[int], variables: dict[str, list[str]], repeat: int = 1) -> list[dict[str, Any]]:
     """Every (nodes, variables) combination, nodes varying fastest within each variable setting;
     with repeat > 1 each point `repeat` times in a row (`repetition` 1…N), one record each."""
-    from hpcai.run.plan import check_repeat
+    from hpcai.run.scheduler import check_repeat
 
     check_repeat(repeat)
     count_points(nodes, variables, repeat)
@@ -120,7 +120,7 @@ def claim(sweep_dir: Path, payload: str, unique: bool = False) -> Path:
     """Take a folder for one sweep: its sweep.json is created exclusively, so a sweep never
     overwrites another's (nor one being written). unique: the folder is a default name, and the
     next free `NAME.2`, `NAME.3`, … is taken instead of refusing."""
-    from hpcai.run.record import PRIVATE_FILE
+    from hpcai.record import PRIVATE_FILE
 
     base, n = sweep_dir.absolute(), 1
     while True:
@@ -157,7 +157,7 @@ def unclaim(sweep_dir: Path) -> None:
 def point_options(wanted: dict[str, Any]) -> Any:
     """The LaunchOptions of one point: its `var=value` overrides as on the launch command line
     (also the base of a JUBE export: hpcai.run.jube)."""
-    from hpcai.run.plan import LaunchOptions
+    from hpcai.run.model import LaunchOptions
 
     wanted = dict(wanted)
     pvars = wanted.pop("payload_vars", {})
@@ -178,7 +178,7 @@ def run_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], s
     """
     from hpcai.run import launch as launcher
     from hpcai.run.launch import LaunchFailed
-    from hpcai.run.record import read_status
+    from hpcai.record import read_status
 
     if launch is None:
         launch = functools.partial(launcher.run_launch, check=False)
@@ -217,8 +217,7 @@ def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]]
     Every point is planned before anything is submitted, so a bad option fails the whole sweep
     up front instead of leaving half a series queued.
     """
-    from hpcai.run.backends import get_backend
-    from hpcai.run.plan import plan_launch
+    from hpcai.run.plan import claimed_plan
     from hpcai.run.submit import sbatch_script, submit_plan
 
     sweep_dir = sweep_dir.absolute()  # claimed by the caller (claim)
@@ -228,12 +227,11 @@ def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]]
             wanted = {**(base or {}), "payload": payload, "nodes": point["nodes"],
                       "payload_vars": point["payload_vars"], "runs_root": str(sweep_dir)}
             opts = point_options(wanted)
-            plan = plan_launch(opts, check=submit)
-            if not get_backend(plan.backend).slurm:
-                raise UsageError(f"sweep --submit needs a Slurm site; {plan.site} uses the {plan.backend} backend")
+            plan = claimed_plan(opts, check=submit)
+            todo.append((point, opts, plan))  # its folder is claimed: given back if the sweep fails
+            if not plan.backend.slurm:
+                raise UsageError(f"sweep --submit needs a Slurm site; {plan.site} uses the {plan.backend.name} backend")
             sbatch_script(plan, opts, sys.executable)  # a value no batch script can hold fails here
-            Path(plan.run_dir).mkdir(exist_ok=True)  # reserved (the plan claims it when it submits)
-            todo.append((point, opts, plan))
     except BaseException:
         for _, _, plan in todo:
             Path(plan.run_dir).rmdir()
@@ -248,7 +246,7 @@ def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]]
 
 
 def _write(sweep_dir: Path, payload: str, runs: list[dict[str, Any]]) -> None:
-    from hpcai.run.record import write_json
+    from hpcai.record import write_json
 
     write_json(sweep_dir / SWEEP_FILE, {"payload": payload, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
                                         "runs": runs})

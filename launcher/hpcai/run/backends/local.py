@@ -15,12 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hpcai.errors import HpcaiError
-from hpcai.run.backends import Geometry
+from hpcai.run.model import Geometry
 from hpcai.run.processes import Outcome, Signals, failed_by_code, stop
 
-TYPE_CHECKING = False  # the plan's type only: importing hpcai.run.plan here would be a cycle
+TYPE_CHECKING = False  # the plan's type only
 if TYPE_CHECKING:
-    from hpcai.run.plan import LaunchPlan
+    from hpcai.run.model import LaunchPlan
 
 
 class LocalBackend:
@@ -55,9 +55,7 @@ def rank_env(rank: int, world: int, port: int, per_gpu: bool = False,
 def run_ranks(plan: LaunchPlan, logs: Path, sig: Signals, started: Callable[[], None]) -> Outcome:
     """Start plan.rank_argvs, one process each with logs/rank-N.out|err; wait for all of them,
     ending the rest at the first failure or signal."""
-    from hpcai.run.runtimes import get_runtime
-
-    engine = plan.runtime if get_runtime(plan.runtime).engine else None
+    engine = plan.runtime.name if plan.runtime.engine else None
     procs: list[subprocess.Popen] = []
     for rank, argv in enumerate(plan.rank_argvs):
         try:  # a log that cannot be made (full disk) or a binary that cannot start: no orphans

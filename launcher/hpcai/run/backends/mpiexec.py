@@ -10,12 +10,12 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from hpcai.run.backends import Geometry
+from hpcai.run.model import Geometry
 from hpcai.run.processes import Outcome, Signals
 
-TYPE_CHECKING = False  # the plan's type only: importing hpcai.run.plan here would be a cycle
+TYPE_CHECKING = False  # the plan's type only
 if TYPE_CHECKING:
-    from hpcai.run.plan import LaunchPlan
+    from hpcai.run.model import LaunchPlan
 
 
 def argv(g: Geometry) -> list[str]:

@@ -22,12 +22,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hpcai.run.backends import Geometry
+from hpcai.run.model import Geometry
 from hpcai.run.processes import GRACE_S, KILLED, Outcome, Signals, failed_by_code, read_exit_files
 
-TYPE_CHECKING = False  # the plan's type only: importing hpcai.run.plan here would be a cycle
+TYPE_CHECKING = False  # the plan's type only
 if TYPE_CHECKING:
-    from hpcai.run.plan import LaunchPlan
+    from hpcai.run.model import LaunchPlan
 
 _SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)")
 
@@ -122,8 +122,6 @@ def failed_ranks(srun_stderr: list[str], exit_codes: dict[int, int]) -> dict[int
 def run_step(plan: LaunchPlan, logs: Path, sig: Signals, started: Callable[[], None]) -> Outcome:
     """Run plan.argv, the one launcher process that starts every rank; its stderr is shown and
     kept to name failed ranks, the rank shim's exit files give every rank's code."""
-    from hpcai.run.runtimes import get_runtime
-
     lines: list[str] = []
     _write_files(plan)
     failed = _prepare(plan)
@@ -167,7 +165,7 @@ def run_step(plan: LaunchPlan, logs: Path, sig: Signals, started: Callable[[], N
     codes = read_exit_files(logs)
     if state == "completed" and (proc.returncode or any(codes.values())):
         state = "failed"
-    runtime = get_runtime(plan.runtime)
+    runtime = plan.runtime
     if state != "completed" and (runtime.engine or "--start" in plan.argv):  # containers, or peer groups
         _cleanup_containers(plan, logs, runtime)
     return Outcome(state=state, codes=codes, lines=lines, returncode=proc.returncode,
@@ -197,7 +195,7 @@ def _prepare(plan: LaunchPlan) -> str:
 def _cleanup_containers(plan: LaunchPlan, logs: Path, runtime) -> None:
     """Slurm may SIGKILL the shims; remove their containers (an engine's, by the run's label) or
     stop their peer groups' instances (apptainer's, by name) on every node that ran one."""
-    from hpcai.run.plan import group_word
+    from hpcai.run.shim import group_word
     from hpcai.run.site import Host
 
     what = (f"hpcai.run={Path(plan.run_dir).name}" if runtime.engine
