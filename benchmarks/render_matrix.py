@@ -20,7 +20,8 @@ TARGET_S = 1.0
 def main() -> int:
     start = time.perf_counter()
     from hpcai.image.render import render
-    from hpcai.image.spec import flavors, make_spec
+    from hpcai.image.flavors import flavors
+    from hpcai.image.spec import make_spec
 
     with tempfile.TemporaryDirectory() as tmp:
         libs = Path(tmp)

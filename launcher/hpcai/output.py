@@ -44,6 +44,24 @@ def plain(value: object, lines: bool = True) -> str:
     return (_CONTROL if lines else _CONTROL_OR_LINE).sub(_visible, str(value))
 
 
+# A cell a spreadsheet reads as a formula starts with one of these (OWASP "CSV injection"; tab
+# and CR because some spreadsheets skip them before looking for "=").
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def csv_cell(value: Any) -> Any:
+    """VALUE as a CSV cell no spreadsheet runs: text gets visible escapes for control characters
+    (console.plain) and a leading single quote when it would start a formula (OWASP's rule; shown
+    as typed, not computed). Numbers stay numbers, a number written as text ("-5") too."""
+    if value is None or isinstance(value, (int, float)):
+        return value
+    text = plain(value)  # any other value (a list from a damaged record, too) is written as text
+    if text.startswith(FORMULA_START) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
 def say(text: str) -> None:
     """A line for the person at the terminal. Every such line passes `plain` here, once: the
     messages carry text read from files (site files, records, logs, image labels), and callers

@@ -17,7 +17,8 @@ from apptainer_env import (DOCKER_ENV_FILE, SOURCE_LINE, docker_env_script, pars
                            with_env_file)
 
 from hpcai.image.render import BOOTSTRAPS, render, stage_env
-from hpcai.image.spec import flavors, make_spec
+from hpcai.image.flavors import flavors
+from hpcai.image.spec import make_spec
 
 FIXED = {"sha": "0123456789ab", "build_date": "2026-01-01T00:00:00Z"}
 

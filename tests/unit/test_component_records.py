@@ -9,7 +9,8 @@ import pytest
 from hpcai.errors import UsageError
 from hpcai.image import components
 from hpcai.image.components import Condition
-from hpcai.image.spec import make_spec, trait_names
+from hpcai.image.flavors import trait_names
+from hpcai.image.spec import make_spec
 from hpcai.resources import data_path
 
 FIXED = {"sha": "0123456789ab", "build_date": "2026-01-01T00:00:00Z"}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcai import redact
+from hpcai import output, redact
 from hpcai.console import plain
 from hpcai.redact import REDACTED, holds_secret, redact_argv, redact_env, redact_value, secret_items
 from hpcai.results import export
@@ -252,13 +252,13 @@ def test_every_csv_text_column_is_inert(monkeypatch, tmp_path, value):
     rows = list(csv.DictReader(io.StringIO(export.to_csv([object()]))))
     assert len(rows) == 1 and list(rows[0]) == export.COLUMNS
     for column, cell in rows[0].items():
-        assert not cell.startswith(export.FORMULA_START), column
+        assert not cell.startswith(output.FORMULA_START), column
         assert not ACTIVE.search(cell) and cell.lstrip("'") == plain(value), column
 
 
 @pytest.mark.parametrize("value", [0, 7, -5, 2.5, -0.125, None, "", "-5", "+3", "1e-3", "-.5", "sha256:abc", "a=b"])
 def test_numbers_stay_numbers_and_harmless_text_stays_as_it_is(value):
-    assert export.csv_cell(value) == value
+    assert output.csv_cell(value) == value
 
 
 def test_results_export_csv_of_a_hostile_record(hpcai, tmp_path):
@@ -274,7 +274,7 @@ def test_results_export_csv_of_a_hostile_record(hpcai, tmp_path):
     assert res.exit_code == 0, res.stderr
     row = next(csv.DictReader(io.StringIO(res.stdout)))
     for column, cell in row.items():
-        assert not cell.startswith(export.FORMULA_START) and not ACTIVE.search(cell), (column, cell)
+        assert not cell.startswith(output.FORMULA_START) and not ACTIVE.search(cell), (column, cell)
     assert row["Payload"] == "'=HYPERLINK(\"http://evil\")" and row["Runtime(s)"] == "12.5"
     assert row["Image"] == "'=img" and row["ImageDigest"] == "\\x1b[31m" and row["BatchSize/Device"] == "8"
 

@@ -19,7 +19,8 @@ from dockerfile_parse import DockerfileParser
 from hpcai.errors import UsageError
 from hpcai.image.render import render, render_conversion
 from hpcai.resources import data_path
-from hpcai.image.spec import flavors, make_spec
+from hpcai.image.flavors import flavors
+from hpcai.image.spec import make_spec
 
 FIXED = {"sha": "0123456789ab", "build_date": "2026-01-01T00:00:00Z"}
 

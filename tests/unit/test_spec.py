@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from hpcai.errors import UsageError
-from hpcai.image.spec import Mpi, flavors, make_spec, parse_mpi, parse_switch, split_image
+from hpcai.image.flavors import Mpi, flavors
+from hpcai.image.spec import make_spec, parse_mpi, parse_switch, split_image
 
 ALL_FLAVORS = ["pytorch-ngc", "tensorflow-ngc", "pytorch-rocm", "tensorflow-rocm", "pytorch-poplar",
                "pytorch-cpu", "tensorflow-cpu"]

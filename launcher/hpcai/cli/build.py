@@ -101,7 +101,8 @@ def image_to_convert(ctx: typer.Context, image: str, tag_options: dict[str, Any]
     options (flags or Make variables); an image reference is taken as it is, and a tag option
     given on its command line is refused (the Make variables in the environment do not name it)."""
     from hpcai.errors import UsageError
-    from hpcai.image.spec import flavors, image_tag
+    from hpcai.image.flavors import flavors
+    from hpcai.image.spec import image_tag
 
     names = flavors()
     if image in names:

@@ -188,7 +188,7 @@ def _install_script(where: str, c: dict) -> str:
 
 def _condition(where: str, terms: object) -> Condition:
     """A `when`/`debian_when` list, each alternative checked against the traits a spec has."""
-    from hpcai.image.spec import trait_names  # spec imports this module: import at call time
+    from hpcai.image.flavors import trait_names
 
     if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
         raise UsageError(f"{where}: expected a list of terms like \"from_source\", \"mpi:ompi|mpi:mpich\"")

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 from hpcai.errors import UsageError, one_line, shaped, unknown
 from hpcai.image import components
-from hpcai.image.spec import HPC_LIBS_IN_IMAGE, PREFIX, ImageSpec, Mpi
+from hpcai.image.flavors import Mpi
+from hpcai.image.spec import HPC_LIBS_IN_IMAGE, PREFIX, ImageSpec
 
 FORMATS = ("docker", "apptainer")
 BOOTSTRAPS = ("docker", "docker-daemon", "localimage")

@@ -12,20 +12,14 @@ import datetime as _dt
 import functools
 import hashlib
 import re
-import sys
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 from hpcai import __version__
 from hpcai.image.components import Source
+from hpcai.image.flavors import Flavor, Mpi, flavor, flavor_defaults, flavors
 from hpcai.errors import UsageError, one_line, shaped, unknown
-from hpcai.resources import git_sha, package_file
+from hpcai.resources import git_sha
 
 PREFIX = "/opt/hpcai"
 HPC_LIBS_IN_IMAGE = f"{PREFIX}/hpc-libs"
@@ -56,59 +50,6 @@ VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+~-]{0,63}")
 VERSION_SHAPE = "a version like 2.5.1 (letters, digits, . _ + ~ -, starting with a letter or digit)"
 FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 FILE_NAME_SHAPE = "a file name of letters, digits, . _ + - (it is written into the Dockerfile and def: rename the file)"
-
-
-class Mpi(str, Enum):
-    OMPI = "ompi"
-    MPICH = "mpich"
-    NONE = "none"
-
-
-@dataclass(frozen=True)
-class Flavor:
-    name: str
-    base: str
-    tag: str  # may hold {ngc_version} / {rocm_version}
-    framework: str  # pytorch | tensorflow
-    family: str  # cuda | rocm | poplar | cpu
-    gpu: str
-    base_entrypoint: str
-    default_payloads: tuple[str, ...]
-    defaults: tuple[tuple[str, str], ...] = ()  # this flavor's own [defaults] (e.g. its NGC release)
-
-
-@functools.cache
-def _flavors_raw() -> dict:
-    return tomllib.loads(package_file("image", "flavors.toml").read_text())
-
-
-def flavors() -> dict[str, Flavor]:
-    raw = _flavors_raw()["flavors"]
-    return {
-        name: Flavor(name, f["base"], f["tag"], f["framework"], f["family"], f["gpu"],
-                     f.get("base_entrypoint", ""), tuple(f.get("default_payloads", ())),
-                     tuple(f.get("defaults", {}).items()))
-        for name, f in raw.items()
-    }
-
-
-def trait_names() -> list[str]:
-    """The terms a component record's `when` may use: ImageSpec.traits' switches, and its valued
-    traits as `mpi:<value>` / `family:<value>` (the families flavors.toml names)."""
-    families = dict.fromkeys(f.family for f in flavors().values())
-    return ["from_source", "ofi", "cxi", "horovod", *(f"mpi:{m.value}" for m in Mpi),
-            *(f"family:{f}" for f in families)]
-
-
-def flavor(name: str) -> Flavor:
-    found = flavors().get(name)
-    if found is None:
-        raise unknown("flavor", name, flavors())
-    return found
-
-
-def flavor_defaults() -> dict[str, str]:
-    return dict(_flavors_raw()["defaults"])
 
 
 def parse_mpi(value: str | None) -> Mpi:

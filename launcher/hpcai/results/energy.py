@@ -164,11 +164,11 @@ def combined_csv(nodes: list[NodeEnergy]) -> str:
 
 
 def _cell(text: str) -> str:
-    """Text from file names and headers as export.csv_cell writes it (a leading `=` never becomes
+    """Text from file names and headers as output.csv_cell writes it (a leading `=` never becomes
     a formula); real host and device names pass as is, without importing rich for them."""
     if text.isprintable() and not text.startswith(("=", "+", "-", "@")):
         return text
-    from hpcai.results.export import csv_cell
+    from hpcai.output import csv_cell
 
     return csv_cell(text)
 

@@ -15,11 +15,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from pathlib import Path
 from typing import Any
 
-from hpcai.console import plain
+from hpcai.output import csv_cell
 from hpcai.results.energy import COMBINED
 from hpcai.results.runs import RunRecord
 
@@ -30,24 +29,6 @@ COLUMNS = [
     "Images/second", "Tokens/second", "Avg_TFLOPs/GPU", "Energy(Wh)", "EnergyFile", "Status", "Image",
     "ImageDigest", "ComponentVersions", "HpcaiVersion", "RunDir",
 ]
-
-
-# A cell a spreadsheet reads as a formula starts with one of these (OWASP "CSV injection"; tab
-# and CR because some spreadsheets skip them before looking for "=").
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-
-
-def csv_cell(value: Any) -> Any:
-    """VALUE as a CSV cell no spreadsheet runs: text gets visible escapes for control characters
-    (console.plain) and a leading single quote when it would start a formula (OWASP's rule; shown
-    as typed, not computed). Numbers stay numbers, a number written as text ("-5") too."""
-    if value is None or isinstance(value, (int, float)):
-        return value
-    text = plain(value)  # any other value (a list from a damaged record, too) is written as text
-    if text.startswith(FORMULA_START) and not _NUMBER.fullmatch(text):
-        return "'" + text
-    return text
 
 
 def _first(values: dict[str, Any], *names: str) -> Any:
