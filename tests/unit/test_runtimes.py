@@ -246,3 +246,22 @@ def test_every_runtime_declares_the_one_contract():
     probes = [f"{p.name}: {line.strip()}" for p in run.rglob("*.py") for line in p.read_text().splitlines()
               if re.search(r"(hasattr|getattr)\(runtime\b", line)]
     assert probes == []
+
+
+def test_doctor_rows_come_from_the_registries():
+    """`hpcai doctor` checks every launcher and runtime binary the registries name, with the hint
+    each declares; a plugin of srun (pyxis, ce) is srun's row. A new runtime needs no doctor edit."""
+    from hpcai.cli.doctor import checks
+    from hpcai.run.backends import BACKENDS, get_backend
+    from hpcai.run.runtimes import RUNTIMES, get_runtime
+
+    rows = {what: (how, hint) for what, how, hint in checks()}
+    for name in RUNTIMES:
+        runtime = get_runtime(name)
+        assert runtime.binary in rows, name
+        assert runtime.doctor_hint or runtime.binary == "srun", name
+    for name in BACKENDS:
+        backend = get_backend(name)
+        assert not backend.binary or rows[backend.binary] == (f"cmd:{backend.binary}", backend.doctor_hint)
+    assert rows["apptainer"][0] == "apptainer:apptainer" and rows["ch-run"][0] == "cmd:ch-run"
+    assert len(rows) == len(checks())  # one row per binary

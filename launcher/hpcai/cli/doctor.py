@@ -6,19 +6,11 @@ import typer
 
 PANEL = "Launch"
 
-# (what, how to find it, hint when missing). Probes are cheap: PATH lookups and globs only.
-CHECKS = [
-    ("srun", "cmd:srun", "Slurm client missing: use --site local, or load the site's Slurm module"),
-    ("sbatch", "cmd:sbatch", "needed by `hpcai submit`; `hpcai launch` inside salloc works without it"),
-    ("mpiexec", "cmd:mpiexec", "only PBS/PALS sites (ALCF Polaris) need it: --backend mpiexec"),
-    ("apptainer", "apptainer:apptainer", "module load apptainer, or use --runtime singularity/charliecloud"),
-    ("singularity", "cmd:singularity", "only needed for --runtime singularity"),
-    ("ch-run", "cmd:ch-run", "apt/dnf install charliecloud for --runtime charliecloud"),
-    ("docker", "cmd:docker", "install docker (workstations, --site local)"),
-    ("podman", "cmd:podman", "only needed for --runtime podman"),
-    ("enroot", "cmd:enroot", "only needed for --runtime enroot/pyxis (and `hpcai sqsh`)"),
-    ("podman-hpc", "cmd:podman-hpc", "only needed for --runtime podman-hpc (NERSC)"),
-    ("sarus", "cmd:sarus", "only needed for --runtime sarus"),
+# (what, how to find it, hint when missing). Probes are cheap: PATH lookups and globs only. The
+# launchers and container runtimes come from their registries (each declares its binary, probe
+# and hint); these are the rest.
+SUBMIT = ("sbatch", "cmd:sbatch", "needed by `hpcai submit`; `hpcai launch` inside salloc works without it")
+HARDWARE = [
     ("nvidia-smi", "cmd:nvidia-smi", "no NVIDIA GPU/driver: GPU payloads will not run here"),
     ("rocm-smi", "cmd:rocm-smi", "no AMD GPU/ROCm: GPU payloads will not run here"),
     ("Cray libfabric", "glob:/opt/cray/libfabric/*/lib64", "not a Cray EX node: no Slingshot fabric swap"),
@@ -26,6 +18,21 @@ CHECKS = [
     ("/dev/cxi*", "glob:/dev/cxi*", "no Slingshot NIC visible (login node, or not Cray EX)"),
     ("/dev/infiniband", "glob:/dev/infiniband", "no InfiniBand devices: NCCL falls back to sockets"),
 ]
+
+
+def checks() -> list[tuple[str, str, str]]:
+    """Every row: the backends' launchers, sbatch, each runtime's binary (once: pyxis and ce are
+    plugins of srun, podman-hpc has its own), then GPUs and the fabric."""
+    from hpcai.run.backends import BACKENDS, get_backend
+    from hpcai.run.runtimes import RUNTIMES, get_runtime
+
+    launchers = [get_backend(name) for name in BACKENDS]
+    rows = [(b.binary, f"cmd:{b.binary}", b.doctor_hint) for b in launchers if b.binary]
+    rows.append(SUBMIT)
+    for runtime in map(get_runtime, RUNTIMES):
+        if runtime.doctor_hint and runtime.binary not in {what for what, _, _ in rows}:
+            rows.append((runtime.binary, runtime.doctor_probe(), runtime.doctor_hint))
+    return rows + HARDWARE
 
 
 def probe(how: str) -> str | None:
@@ -76,7 +83,7 @@ def register(app: typer.Typer) -> None:
         """Check this host for launchers, container runtimes, GPUs and the Slingshot/IB fabric."""
         from hpcai.run.site import detect_site
 
-        rows = [(what, probe(how), hint) for what, how, hint in CHECKS]
+        rows = [(what, probe(how), hint) for what, how, hint in checks()]
         site = detect_site()
         if as_json:
             from hpcai.output import emit_json

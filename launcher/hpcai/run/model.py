@@ -53,6 +53,8 @@ class Backend(Protocol):
     per_rank: bool   # hpcai starts every rank itself, one argv each (no launcher process)
     slurm: bool      # a Slurm step: the job id, srun's options, --mpi and per-rank log files apply
     shim_logs: bool  # the launcher writes no per-rank files: the rank shim writes logs/rank-N.*
+    binary: str      # the launcher program `hpcai doctor` looks for ("": none, hpcai starts the ranks)
+    doctor_hint: str  # what `hpcai doctor` says when the binary is missing
 
     def prefix(self, geom: Geometry) -> list[str]:
         """The tokens put in front of every rank's command ([] when hpcai starts the ranks)."""

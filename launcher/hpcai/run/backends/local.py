@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 class LocalBackend:
     name = "local"
+    binary = ""  # hpcai starts the ranks itself
+    doctor_hint = ""
     per_rank = True
     slurm = False
     shim_logs = False  # hpcai opens each rank's log files itself

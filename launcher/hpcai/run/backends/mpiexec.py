@@ -32,6 +32,8 @@ def argv(g: Geometry) -> list[str]:
 
 class MpiexecBackend:
     name = "mpiexec"
+    binary = "mpiexec"
+    doctor_hint = "only PBS/PALS sites (ALCF Polaris) need it: --backend mpiexec"
     per_rank = False
     slurm = False
     shim_logs = True

@@ -79,6 +79,8 @@ def once(argv: list[str]) -> list[str]:
 
 class SrunBackend:
     name = "srun"
+    binary = "srun"
+    doctor_hint = "Slurm client missing: use --site local, or load the site's Slurm module"
     per_rank = False
     slurm = True
     shim_logs = False  # srun --output/--error write logs/rank-%t.*

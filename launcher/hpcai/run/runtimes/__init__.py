@@ -71,6 +71,13 @@ class Runtime:
     # settings the runtime's own program reads from the launcher's environment (enroot's ENROOT_*),
     # never put in argv
     launcher_env: Mapping[str, str] = MappingProxyType({})
+    # what `hpcai doctor` says when the binary is missing; "" for a plugin of srun (pyxis, ce),
+    # whose binary is srun's row
+    doctor_hint: str = ""
+
+    def doctor_probe(self) -> str:
+        """How `hpcai doctor` finds the runtime (cli/doctor.py's probe kinds): its binary on PATH."""
+        return f"cmd:{self.binary}"
 
     def clean_env(self, site: Any) -> bool:
         """The container starts with a clean environment, so the rank shim forwards the site's

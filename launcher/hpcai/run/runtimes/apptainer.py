@@ -44,6 +44,7 @@ CAP_NAMES = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER
 
 class ApptainerRuntime(Runtime):
     name = "apptainer"
+    doctor_hint = "module load apptainer, or use --runtime singularity/charliecloud"
     binary = "apptainer"
     env_prefix = "APPTAINERENV_"
     image_is_file = True
@@ -53,6 +54,9 @@ class ApptainerRuntime(Runtime):
 
     def clean_env(self, site) -> bool:
         return site.cleanenv  # --cleanenv per site (pass_env is forwarded explicitly)
+
+    def doctor_probe(self) -> str:
+        return f"apptainer:{self.binary}"  # its version and the modes this host can run it in
 
     def prefetch(self, image: str) -> None:
         """A file's labels are read when asked: nothing to start early."""
@@ -134,8 +138,12 @@ class ApptainerRuntime(Runtime):
 
 class SingularityRuntime(ApptainerRuntime):
     name = "singularity"
+    doctor_hint = "only needed for --runtime singularity"
     binary = "singularity"
     env_prefix = "SINGULARITYENV_"
+
+    def doctor_probe(self) -> str:
+        return f"cmd:{self.binary}"  # SingularityCE's modes are its own: found on PATH is what is told
 
 
 def root_caps_missing(status: str = "/proc/self/status") -> list[str]:

@@ -29,6 +29,7 @@ SECCOMP_PROFILE = Path(__file__).with_name("seccomp-ranks.json")
 
 class DockerRuntime(Runtime):
     name = "docker"
+    doctor_hint = "install docker (workstations, --site local)"
     binary = "docker"
     env_prefix = ""  # `-e NAME`: the value comes from docker's own environment
     image_is_file = False
@@ -85,6 +86,7 @@ class DockerRuntime(Runtime):
 
 class PodmanRuntime(DockerRuntime):
     name = "podman"
+    doctor_hint = "only needed for --runtime podman"
     binary = "podman"
     gpu_flags = {**DockerRuntime.gpu_flags, "nvidia": ["--device", "nvidia.com/gpu=all"]}
 

@@ -25,6 +25,7 @@ FORWARD = DEFAULT_PASS_ENV
 
 class PodmanHpcRuntime(PodmanRuntime):
     name = "podman-hpc"
+    doctor_hint = "only needed for --runtime podman-hpc (NERSC)"
     binary = "podman-hpc"
     engine = False  # podman-hpc names, shares and removes the containers itself (shared-run)
 

@@ -18,6 +18,7 @@ from hpcai.run.runtimes import ContainerSpec, Runtime
 
 class SarusRuntime(Runtime):
     name = "sarus"
+    doctor_hint = "only needed for --runtime sarus"
     binary = "sarus"
     env_prefix = ""  # the host environment is transferred
     image_is_file = False  # REPOSITORY[:TAG] as `sarus images` shows it
