@@ -91,7 +91,7 @@ def test_suffix_applies_only_when_the_name_resolves(shell):
 def test_docker_gets_a_name_and_variable_names_not_values(shell, engine, workdir):
     (workdir / "SLURM_DECOY").write_text("")  # a --pass glob must not match files in the cwd
     hostile = ["a b", "it's", "$(touch /tmp/pwned)", "x;y", "new\nline"]
-    res = shim(shell, ["--kind", "docker", "--name", "hpcai-{jobid}-r-{rank}", "--pass", "SLURM_*",
+    res = shim(shell, ["--forward", "flags", "--name", "hpcai-{jobid}-r-{rank}", "--pass", "SLURM_*",
                        "--pass", "SLINGSHOT_*"], [engine, "run", "--rm", "img", *hostile],
                {**SLURM, "NOTE": "x\nexport SLURM_FAKE='1'\ndeclare -x SLINGSHOT_FAKE=2"}, cwd=workdir)
     assert res.returncode == 0, res.stderr
@@ -107,19 +107,19 @@ def test_docker_gets_a_name_and_variable_names_not_values(shell, engine, workdir
 def test_charliecloud_ranks_of_a_node_name_their_peer_group(shell, engine):
     """ch-run --join-tag: one name per job, run and node (ch-run's own default, SLURM_STEP_ID, is
     "0" for every job's first step), the rank's environment inherited as it is."""
-    res = shim(shell, ["--kind", "charliecloud", "--name", "hpcai-{jobid}-r-{node}"],
+    res = shim(shell, ["--forward", "join-tag", "--name", "hpcai-{jobid}-r-{node}"],
                [engine, "--join-ct=4", "--set-env", "img.sqfs", "--", "x"], {**SLURM, "SLURMD_NODENAME": "nid004"})
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out["argv"] == ["--join-tag=hpcai-99-r-nid004", "--join-ct=4", "--set-env", "img.sqfs", "--", "x"]
     assert out["env"]["RANK"] == "5" and out["env"]["SLURM_PROCID"] == "5"
-    bare = json.loads(shim(shell, ["--kind", "charliecloud", "--name", "g-{node}"], [engine, "i"], {}).stdout)
+    bare = json.loads(shim(shell, ["--forward", "join-tag", "--name", "g-{node}"], [engine, "i"], {}).stdout)
     host = Path("/proc/sys/kernel/hostname").read_text().strip().split(".")[0]
     assert bare["argv"] == [f"--join-tag=g-{host}", "i"]  # no Slurm: the kernel's host name
 
 
 def test_apptainer_gets_apptainerenv(shell, engine):
-    res = shim(shell, ["--kind", "apptainer", "--pass", "SLINGSHOT_*"], [engine, "exec", "i", "x"],
+    res = shim(shell, ["--forward", "env", "--prefix", "APPTAINER", "--pass", "SLINGSHOT_*"], [engine, "exec", "i", "x"],
                {**SLURM, "APPTAINERENV_RANK": "user"})
     out = json.loads(res.stdout)
     assert out["argv"] == ["exec", "i", "x"]
@@ -129,7 +129,7 @@ def test_apptainer_gets_apptainerenv(shell, engine):
 
 
 def test_exit_code_file_logs_and_stdin(shell, workdir):
-    res = shim(shell, ["--kind", "charliecloud", "--exit-dir", str(workdir)], ["sh", "-c", "cat; exit 4"],
+    res = shim(shell, ["--forward", "join-tag", "--exit-dir", str(workdir)], ["sh", "-c", "cat; exit 4"],
                SLURM, input="from stdin\n")
     assert res.returncode == 4 and res.stdout == "from stdin\n"
     assert (workdir / "rank-5.exit").read_text() == "4\n"
@@ -202,7 +202,7 @@ def test_sigterm_kills_the_container_by_name(shell, workdir, engine, spawn):
     wrapper = workdir / "slow-engine"  # `run` blocks like an attached docker run
     wrapper.write_text(f"#!/bin/sh\n[ \"$1\" = run ] || exec {engine} \"$@\"\necho ready; sleep 30 & wait\n")
     wrapper.chmod(0o755)
-    proc = spawn([shell, str(SHIM), "--kind", "docker", "--name", "hpcai-{jobid}-{rank}",
+    proc = spawn([shell, str(SHIM), "--forward", "flags", "--name", "hpcai-{jobid}-{rank}",
                   "--exit-dir", str(workdir), "--", str(wrapper), "run", "img"],
                  env={**BASE_ENV, **SLURM, "FAKE_LOG": str(log), "SLURMD_NODENAME": "nid003"},
                  stdout=subprocess.PIPE, text=True)
@@ -231,7 +231,7 @@ def test_a_signal_at_any_moment_ends_the_rank(shell, workdir, engine, spawn):
     wrapper.chmod(0o755)
     for attempt in range(60):
         pid_file, log = workdir / f"pid-{attempt}", workdir / f"engine-{attempt}.log"
-        proc = spawn([shell, str(SHIM), "--kind", "docker", "--name", "hpcai-{rank}",
+        proc = spawn([shell, str(SHIM), "--forward", "flags", "--name", "hpcai-{rank}",
                       "--exit-dir", str(workdir), "--", str(wrapper), "run", "img"],
                      env={**BASE_ENV, **SLURM, "PID_FILE": str(pid_file), "FAKE_LOG": str(log)},
                      stdout=subprocess.DEVNULL)
@@ -297,8 +297,8 @@ def test_cleanup_removes_labelled_containers(shell, workdir, engine):
 
 
 @pytest.mark.parametrize("options, message", [
-    (["--bogus", "1"], "bad option '--bogus'"), (["--kind"], "option --kind needs a value"),
-    (["--kind", "docker"], "no command after --"), (["--kind", "docker", "--", "docker"], "no 'docker run' after --")])
+    (["--bogus", "1"], "bad option '--bogus'"), (["--forward"], "option --forward needs a value"),
+    (["--forward", "flags"], "no command after --"), (["--forward", "flags", "--", "docker"], "no 'ENGINE run' after --")])
 def test_bad_options_exit_2(shell, options, message):
     res = subprocess.run([shell, str(SHIM), *options], env=BASE_ENV, capture_output=True, text=True,
                          timeout=30, check=False)

@@ -5,12 +5,12 @@ read must be a non-negative decimal integer, a size at least 1, a rank below its
 list short and free of control characters. Each refusal is one line on stderr that starts with
 the script's name, exit 2, and nothing run. An empty value is no malformed number: it counts as
 unset, as `${VAR:-…}` has it, so the run goes on and an empty RANK is filled in from the launcher.
-Under `--per-gpu` the shim keeps every copy's port (base + local rank) within 65535. The shim also refuses a `--kind` that is no runtime
-and an option whose value was left out, and the entrypoint skips (with a warning) a hook whose
+Under `--per-gpu` the shim keeps every copy's port (base + local rank) within 65535. The shim also refuses a `--forward` that is no
+forwarding style, a `--prefix` that is no variable-name word, and an option whose value was left out, and the entrypoint skips (with a warning) a hook whose
 file name it cannot turn into its HPCAI_HOOK_<NAME> switch instead of crashing on it.
 
 The lists come from the scripts themselves (HPCAI__RANKS, HPCAI__SIZES, HPCAI__RANK_BOUNDS,
-HPCAI__HOSTLISTS in the entrypoint, _s_kinds in the shim), and a test checks that the scripts
+HPCAI__HOSTLISTS in the entrypoint, _s_styles in the shim), and a test checks that the scripts
 read no number that is not on them. Every case runs under dash and bash.
 """
 
@@ -50,7 +50,7 @@ SIZES = _words("HPCAI__SIZES")
 BOUNDS = [(pair.split(":")[0], pair.split(":")[1:]) for pair in _words("HPCAI__RANK_BOUNDS")]
 HOSTLISTS = _words("HPCAI__HOSTLISTS")
 HOSTLIST_MAX = int(re.search(r"^HPCAI__HOSTLIST_MAX=(\d+)$", ENTRYPOINT.read_text(), re.M).group(1))
-KINDS = _words("_s_kinds", SHIM)
+STYLES = _words("_s_styles", SHIM)
 NUMBERS = RANKS + SIZES
 # Numbers the scripts read that are no rank or size: a bad one is still a warning and ignored.
 NOT_RANKS = {"SLURM_JOB_ID", "HPCAI_GPUS_PER_NODE", "MASTER_PORT"}
@@ -138,8 +138,10 @@ def test_the_issue_s_examples_are_on_the_lists():
     assert {size for _, sizes in BOUNDS for size in sizes} <= set(SIZES)
 
 
-def test_the_shim_s_kinds_are_hpcai_s_runtimes():
-    assert sorted(KINDS) == sorted(RUNTIMES)
+def test_the_shim_s_styles_are_those_the_runtimes_declare():
+    from hpcai.run.runtimes import get_runtime
+
+    assert sorted(STYLES) == sorted({get_runtime(name).shim_forward for name in RUNTIMES})
 
 
 # --- every rank variable, every bad value, both scripts, both shells --------------------------
@@ -406,27 +408,44 @@ def shim(shell: str, *args: str, env: dict[str, str] | None = None) -> subproces
                           text=True, timeout=30, check=False)
 
 
-@pytest.mark.parametrize("kind", ["bogus", "none", "", "Docker", "docker podman", "docker\n", "../x"])
-def test_a_bogus_kind_is_refused_naming_the_kinds(shell, tmp_path, kind):
+@pytest.mark.parametrize("style", ["bogus", "docker", "", "Flags", "flags env", "flags\n", "../x"])
+def test_a_bogus_style_is_refused_naming_the_styles(shell, tmp_path, style):
     marker = tmp_path / "ran"
-    proc = shim(shell, "--kind", kind, "--exit-dir", str(tmp_path), "--", "touch", str(marker))
+    proc = shim(shell, "--forward", style, "--exit-dir", str(tmp_path), "--", "touch", str(marker))
     assert proc.returncode == 2 and not marker.exists() and list(tmp_path.iterdir()) == []
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("hpcai-shim: ")
-    if kind:
-        assert lines[0].endswith(": one of " + " ".join(KINDS))
+    if style:
+        assert lines[0].endswith(": one of " + " ".join(STYLES))
     else:
-        assert lines[0] == "hpcai-shim: option --kind needs a value"
+        assert lines[0] == "hpcai-shim: option --forward needs a value"
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_every_kind_is_accepted(shell, kind):
-    # --cleanup with `true` as the engine: the kind is read, nothing is launched
-    proc = shim(shell, "--kind", kind, "--cleanup", "hpcai.run=r1", "--", "true")
+@pytest.mark.parametrize("prefix", ["apptainer", "APPTAINER_X", "A B", "$(touch x)", "X\n"])
+def test_a_prefix_that_is_no_name_word_is_refused(shell, tmp_path, prefix):
+    """--prefix becomes part of variable names the shim sets with eval: capital letters only."""
+    marker = tmp_path / "ran"
+    proc = shim(shell, "--forward", "env", "--prefix", prefix, "--", "touch", str(marker))
+    assert proc.returncode == 2 and not marker.exists() and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("hpcai-shim: bad --prefix ")
+
+
+def test_env_forwarding_needs_its_prefix(shell, tmp_path):
+    marker = tmp_path / "ran"
+    proc = shim(shell, "--forward", "env", "--", "touch", str(marker))
+    assert (proc.returncode, proc.stderr) == (2, "hpcai-shim: --forward env needs --prefix (APPTAINER or SINGULARITY)\n")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_every_style_is_accepted(shell, style):
+    # --cleanup with `true` as the engine: the style is read, nothing is launched
+    prefix = ["--prefix", "APPTAINER"] if style == "env" else []
+    proc = shim(shell, "--forward", style, *prefix, "--cleanup", "hpcai.run=r1", "--", "true")
     assert (proc.returncode, proc.stderr) == (0, "")
 
 
-VALUE_OPTIONS = re.search(r"^\s*(--kind \|[^)]*)\)$", SHIM.read_text(), re.M).group(1).replace("|", " ").split()
+VALUE_OPTIONS = re.search(r"^\s*(--forward \|[^)]*)\)$", SHIM.read_text(), re.M).group(1).replace("|", " ").split()
 EMPTY_IS_NONE = {"--suffix", "--master-addr", "--port"}  # '' there means "not given"
 LEFT_OUT = [(option, left_out) for option in VALUE_OPTIONS
             for left_out in (["--"], ["", "--"], ["--log-dir", "LOGS", "--"])
@@ -445,7 +464,7 @@ def test_an_option_without_its_value_is_refused(shell, tmp_path, option, left_ou
 
 
 def test_exit_dir_left_out_at_the_end_is_refused(shell):
-    proc = shim(shell, "--kind", "docker", "--exit-dir")
+    proc = shim(shell, "--forward", "flags", "--exit-dir")
     assert (proc.returncode, proc.stderr) == (2, "hpcai-shim: option --exit-dir needs a value\n")
 
 
@@ -457,7 +476,8 @@ def test_an_empty_override_means_none(shell, tmp_path, option):
 
 
 def test_a_start_token_may_be_an_option(shell):
-    proc = shim(shell, "--kind", "apptainer", "--start", "--nv", "--cleanup", "x", "--", "true")
+    proc = shim(shell, "--forward", "env", "--prefix", "APPTAINER", "--start", "--nv", "--stop-instances", "x", "--",
+                "true")
     assert (proc.returncode, proc.stderr) == (0, "")
 
 

@@ -46,7 +46,7 @@ def test_slingshot_line_cray_ex_nvidia(tmp_path):
         "srun", "--nodes=2", "--ntasks-per-node=4", "--cpus-per-task=72", "--gpus-per-node=4",
         "--mpi=pmi2", "--kill-on-bad-exit=1", "--distribution=*:block", "--cpu-bind=socket",
         f"--output={run}/logs/rank-%t.out", f"--error={run}/logs/rank-%t.err",
-        *SHIM, "--kind", "singularity", "--name", "hpcai-{jobid}-run-{node}",
+        *SHIM, "--forward", "env", "--prefix", "SINGULARITY", "--name", "hpcai-{jobid}-run-{node}",
         # the node's 4 ranks share one instance (its start command, then the ranks' exec into it)
         *[arg for token in ["singularity", "-q", "instance", "start", "--cleanenv", "--nv",
                             "--bind", "/opt/cray/libfabric/1.22.0/lib64:/host/lib", "--bind", "/usr:/host/usr",
@@ -146,7 +146,7 @@ def test_charliecloud_mpi_ranks_of_a_node_share_one_container(tmp_path):
     plan = plan_launch(opts(tmp_path, site="generic-slurm", runtime="charliecloud", nodes=2, ntasks_per_node=2,
                             payload="mpi-allreduce"), host=FakeHost(), check=False)
     i = plan.argv.index(SHIM_PATH)
-    assert plan.argv[i + 1:i + 5] == ["--kind", "charliecloud", "--name", "hpcai-{jobid}-run-{node}"]
+    assert plan.argv[i + 1:i + 5] == ["--forward", "join-tag", "--name", "hpcai-{jobid}-run-{node}"]
     assert runtime_part(plan.argv)[:2] == ["ch-run", "--join-ct=2"]
     cmd = plan_launch(opts(tmp_path, site="generic-slurm", runtime="charliecloud", nodes=2, ntasks_per_node=2,
                            cmd=("hostname",)), host=FakeHost(), check=False)
@@ -166,7 +166,7 @@ def test_srun_docker_names_containers_per_rank_through_the_shim(tmp_path):
     plan = plan_launch(opts(tmp_path, site="generic-slurm", runtime="docker", image="img:1",
                             env=("A=1",)), host=FakeHost(), check=False)
     i = plan.argv.index(SHIM_PATH)
-    assert plan.argv[i + 1:i + 5] == ["--kind", "docker", "--name", "hpcai-{jobid}-run-{rank}"]
+    assert plan.argv[i + 1:i + 5] == ["--forward", "flags", "--name", "hpcai-{jobid}-run-{rank}"]
     assert runtime_part(plan.argv) == [
         "docker", "run", "--rm", "--network", "host", "--ipc", "host", "--pid", "host",
         "--security-opt", f"seccomp={SECCOMP_PROFILE}", "--label", "hpcai.run=run", "-e", "A=1", "img:1", "/opt/hpcai/bin/hpcai-bench", "nccl-tests"]

@@ -133,7 +133,7 @@ def test_plan_no_entrypoint_runs_the_shim_inside_the_container(tmp_path):
     assert mounts == f"--container-mounts={shim_dir}:{shim_dir}:ro,{logs}:{logs}"
     shim = plan.argv.index("/bin/sh")
     assert plan.argv.index("--no-container-entrypoint") < shim
-    assert plan.argv[shim:shim + 4] == ["/bin/sh", SHIM_PATH, "--kind", "pyxis"]
+    assert plan.argv[shim:shim + 4] == ["/bin/sh", SHIM_PATH, "--forward", "none"]
     assert plan.argv[-2:] == ["--", "env"]
 
 

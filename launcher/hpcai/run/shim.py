@@ -57,14 +57,22 @@ def needs_shim(runtime: Runtime, site: SiteProfile, backend: Backend, opts: Laun
             or runtime.clean_env(site))
 
 
+def forward_options(runtime: Runtime) -> list[str]:
+    """How the shim hands the rank's variables to the container: the runtime's declared style."""
+    if runtime.shim_forward == "env":  # APPTAINERENV_ -> APPTAINER: the shim adds ENV_ and _BIND
+        return ["--forward", "env", "--prefix", runtime.env_prefix.removesuffix("ENV_")]
+    return ["--forward", runtime.shim_forward]
+
+
 def shim_argv(host: Host, runtime: Runtime, site: SiteProfile, backend: Backend, spec: Any, run_dir: Path,
               master_addr: str | None, per_gpu: bool, grouped: bool) -> list[str]:
-    # Format: /bin/sh …/entrypoints/hpcai-shim --kind docker --name hpcai-{jobid}-RUN-{rank} --pass 'SLURM_*'
+    # Format: /bin/sh …/entrypoints/hpcai-shim --forward flags --name hpcai-{jobid}-RUN-{rank} --pass 'SLURM_*'
     #         [--suffix i] [--master-addr A] [--port P] [--per-gpu] --exit-dir RUN/logs
-    # (charliecloud: --name hpcai-{jobid}-RUN-{node}, the node's peer group)
-    # (apptainer: --start TOKEN… is the command that starts the node's instance, named by --name)
+    # (charliecloud: --forward join-tag --name hpcai-{jobid}-RUN-{node}, the node's peer group)
+    # (apptainer: --forward env --prefix APPTAINER; --start TOKEN… is the command that starts the
+    #  node's instance, named by --name)
     log_dir = str(run_dir / record.LOGS)
-    shim = [*host.shim(), "--kind", runtime.name]
+    shim = [*host.shim(), *forward_options(runtime)]
     if runtime.engine or grouped:
         shim += ["--name", f"hpcai-{{jobid}}-{group_word(run_dir)}-{{{'node' if grouped else 'rank'}}}"]
     if grouped:

@@ -202,7 +202,8 @@ def _cleanup_containers(plan: LaunchPlan, logs: Path, runtime) -> None:
 
     what = (f"hpcai.run={Path(plan.run_dir).name}" if runtime.engine
             else f"hpcai-*-{group_word(Path(plan.run_dir))}-*")
-    cleanup = [*Host().shim(), "--kind", runtime.name, "--cleanup", what, "--", runtime.binary]
+    how = "--cleanup" if runtime.engine else "--stop-instances"
+    cleanup = [*Host().shim(), how, what, "--", runtime.binary]
     hosts = sorted({p.read_text().strip() for p in logs.glob("rank-*.host")} - {""})
     srun = ["srun", f"--nodes={len(hosts)}", "--ntasks-per-node=1", f"--nodelist={','.join(hosts)}"]
     # on the nodes, and here for engines shared with this host

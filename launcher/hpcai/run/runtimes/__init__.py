@@ -71,6 +71,10 @@ class Runtime:
     # settings the runtime's own program reads from the launcher's environment (enroot's ENROOT_*),
     # never put in argv
     launcher_env: Mapping[str, str] = MappingProxyType({})
+    # how the rank shim hands each rank's variables to the container (entrypoints/hpcai-shim):
+    # "flags" (`ENGINE run --name=… -e NAME`), "env" (PREFIXENV_NAME, env_prefix's PREFIX),
+    # "join-tag" (ch-run --join-tag=NAME; it inherits the rest), "none" (the command as it is)
+    shim_forward: str = "none"
     # what `hpcai doctor` says when the binary is missing; "" for a plugin of srun (pyxis, ce),
     # whose binary is srun's row
     doctor_hint: str = ""

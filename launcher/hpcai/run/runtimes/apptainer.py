@@ -44,6 +44,7 @@ CAP_NAMES = ("CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER
 
 class ApptainerRuntime(Runtime):
     name = "apptainer"
+    shim_forward = "env"  # APPTAINERENV_NAME (singularity: SINGULARITYENV_NAME)
     doctor_hint = "module load apptainer, or use --runtime singularity/charliecloud"
     binary = "apptainer"
     env_prefix = "APPTAINERENV_"

@@ -26,6 +26,7 @@ from hpcai.run.runtimes import ContainerSpec, Runtime
 
 class CharliecloudRuntime(Runtime):
     name = "charliecloud"
+    shim_forward = "join-tag"
     doctor_hint = "apt/dnf install charliecloud for --runtime charliecloud"
     binary = "ch-run"
     env_prefix = ""  # ch-run passes the environment on: secrets are inherited

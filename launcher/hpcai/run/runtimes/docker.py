@@ -29,6 +29,7 @@ SECCOMP_PROFILE = Path(__file__).with_name("seccomp-ranks.json")
 
 class DockerRuntime(Runtime):
     name = "docker"
+    shim_forward = "flags"
     doctor_hint = "install docker (workstations, --site local)"
     binary = "docker"
     env_prefix = ""  # `-e NAME`: the value comes from docker's own environment

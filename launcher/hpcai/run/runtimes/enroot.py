@@ -77,6 +77,7 @@ def fstab_mount(src: str, dst: str) -> str:
 
 class EnrootRuntime(Runtime):
     name = "enroot"
+    shim_forward = "flags"  # enroot start -e NAME
     doctor_hint = "only needed for --runtime enroot/pyxis (and `hpcai sqsh`)"
     binary = "enroot"
     env_prefix = ""  # `--env NAME`: the value comes from enroot's own environment

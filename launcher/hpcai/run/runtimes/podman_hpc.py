@@ -28,6 +28,7 @@ class PodmanHpcRuntime(PodmanRuntime):
     doctor_hint = "only needed for --runtime podman-hpc (NERSC)"
     binary = "podman-hpc"
     engine = False  # podman-hpc names, shares and removes the containers itself (shared-run)
+    shim_forward = "none"  # FORWARD passes the step's variables by prefix
 
     def clean_env(self, site) -> bool:
         return False  # FORWARD passes the step's variables by prefix: no shim needed
