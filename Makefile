@@ -11,8 +11,9 @@ PYTEST_ARGS ?=
 
 # Make variables reach the CLI as environment variables (each CLI option names its envvar).
 export WITH_MPI WITH_OFI WITH_HVD WITH_CXI GPU_ARCHS CUDA_ARCHS HPC_LIBS_DIR PAYLOADS NGC_VERSION ROCM_VERSION TAG DOCKER WHEELHOUSE CA_BUNDLE
-# Also read by the image commands: BASE_IMAGE, APT_SOURCES, SOURCES_DIR, <COMPONENT>_VERSION (e.g. LIBFABRIC_VERSION).
-export BASE_IMAGE APT_SOURCES SOURCES_DIR LIBFABRIC_VERSION OPENMPI_VERSION MPICH_VERSION PMIX_VERSION AWS_OFI_NCCL_VERSION HOROVOD_VERSION
+# Also read by the image commands: BASE_IMAGE, ARCH, APT_SOURCES, SOURCES_DIR, ALLOW_UNVERIFIED, HPCAI_REPOSITORY,
+# <COMPONENT>_VERSION (e.g. LIBFABRIC_VERSION). Every image option's variable: launcher/hpcai/image/options.py.
+export BASE_IMAGE ARCH APT_SOURCES SOURCES_DIR ALLOW_UNVERIFIED HPCAI_REPOSITORY LIBFABRIC_VERSION OPENMPI_VERSION MPICH_VERSION PMIX_VERSION AWS_OFI_NCCL_VERSION HOROVOD_VERSION
 FORMAT ?= docker
 
 .PHONY: help venv test test-unit gpu-check lint demo clean base-debian base-cuda base-rocm gpu-recipe rocm-recipe golden bench check-fresh $(addprefix build-,$(FLAVORS)) $(addprefix sif-,$(FLAVORS)) $(addprefix render-,$(FLAVORS))

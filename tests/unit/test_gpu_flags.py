@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from hpcai.labels import facts
 from hpcai.run.gpu import choose_gpu
 
 
@@ -20,13 +21,13 @@ from hpcai.run.gpu import choose_gpu
 ])
 def test_the_rule(site_gpu, gpus, family, want):
     labels = {"hpcai.family": family} if family else {}
-    assert choose_gpu(site_gpu, gpus, labels)[0] == want
+    assert choose_gpu(site_gpu, gpus, facts(labels).family)[0] == want
 
 
 def test_notes_say_why_no_flags_or_other_flags():
-    assert "names the GPU vendor, so no GPU flags are passed" in choose_gpu("none", 1, {})[1]
-    assert "this is a cpu image" in choose_gpu("nvidia", 4, {"hpcai.family": "cpu"})[1]
-    assert choose_gpu("nvidia", 4, {"hpcai.family": "rocm"}) == (
+    assert "names the GPU vendor, so no GPU flags are passed" in choose_gpu("none", 1, None)[1]
+    assert "this is a cpu image" in choose_gpu("nvidia", 4, "cpu")[1]
+    assert choose_gpu("nvidia", 4, "rocm") == (
         "amd", "the image is built for amd GPUs (rocm) but site says nvidia: passing the amd flags")
 
 

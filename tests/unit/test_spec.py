@@ -265,7 +265,9 @@ def test_cxi_builds_hpe_libcxi_before_libfabric_and_names_the_image():
     spec = make_spec("pytorch-ngc", cxi="1", payloads="none", sha="abc")
     assert spec.stack()[:4] == ["cassini-headers", "cxi-driver", "libcxi", "libfabric"]
     assert "-cxi" in spec.tag and spec.labels()["hpcai.component.libcxi"] == "14.0.0"
-    assert "libcxi" not in make_spec("pytorch-ngc", payloads="none", sha="abc").stack()
+    assert spec.labels()["hpcai.cxi"] == "1"  # the label says so, as hpcai.ofi and hpcai.horovod do
+    plain = make_spec("pytorch-ngc", payloads="none", sha="abc")
+    assert "libcxi" not in plain.stack() and plain.labels()["hpcai.cxi"] == "0"
 
 
 @pytest.mark.parametrize("flavor, ofi", [("pytorch-cpu", "1"), ("pytorch-ngc", "0")])

@@ -20,55 +20,26 @@ if TYPE_CHECKING:
 
 PANEL = "Images"
 
-# Options shared by build, render, sif and sqsh (reused OptionInfo objects keep one definition).
-O_BASE = typer.Option(None, "--base", envvar="BASE_IMAGE", help="Base image (default: the flavor's).")
-O_ARCH = typer.Option("amd64", "--arch", envvar="ARCH", help="amd64 or arm64 (GH200).")
-O_MPI = typer.Option(None, "--mpi", envvar="WITH_MPI", help="ompi | mpich | none (or 1/0). Default ompi.")
-O_OFI = typer.Option(None, "--ofi", envvar="WITH_OFI", help="libfabric + OFI NCCL/RCCL plugin: 1/0. Default 1.")
-O_HVD = typer.Option(None, "--horovod", envvar="WITH_HVD", help="Build Horovod: 1/0. Default 0.")
-O_CXI = typer.Option(None, "--cxi", envvar="WITH_CXI",
-                     help="libfabric's cxi provider (HPE Slingshot) built in, from HPE's libcxi sources: 1/0. "
-                          "Default 0 (the host's libfabric is swapped in at run time).")
-O_GPU_ARCH = typer.Option(None, "--gpu-arch", "--cuda-arch", envvar=["GPU_ARCHS", "CUDA_ARCHS"],
-                          help="GPU architectures GPU payloads compile for: CUDA 90 or 80,90; ROCm gfx90a or "
-                               "gfx90a,gfx942 (default: each payload's own list). --cuda-arch is the old name.")
-O_LIBS = typer.Option(None, "--hpc-libs", envvar="HPC_LIBS_DIR",
-                      help="Site libraries folder (must hold libfabric.so*): bakes them in, tag gets -ss.")
-O_PAYLOADS = typer.Option(None, "--payloads", envvar="PAYLOADS",
-                          help="Comma list of payloads, 'none', or empty for the flavor's defaults.")
-O_NGC = typer.Option(None, "--ngc-version", envvar="NGC_VERSION", help="NGC release, e.g. 25.06.")
-O_ROCM = typer.Option(None, "--rocm-version", envvar="ROCM_VERSION", help="ROCm release, e.g. 6.4.")
-O_SET = typer.Option(None, "--set", help="Component version, NAME=VERSION (repeatable); "
-                                         "also <NAME>_VERSION=.")
-O_VARIANT = typer.Option(None, "--variant", help="A payload's build variant, PAYLOAD=NAME (repeatable), "
-                                                 "e.g. hf-clm=seed; `hpcai payloads show` lists them.")
-O_UNVERIFIED = typer.Option(False, "--allow-unverified", envvar="ALLOW_UNVERIFIED",
-                            help="Allow component versions without a known sha256 (download not checked).")
-O_REPO = typer.Option(None, "--repository", envvar="HPCAI_REPOSITORY",
-                      help="Registry/namespace of the tag. Default hpcai.")
-O_TAG = typer.Option(None, "--tag", envvar="TAG", help="Full image tag, overriding the computed one.")
-O_WHEELS = typer.Option(None, "--wheelhouse", envvar="WHEELHOUSE", help="Local wheels for pip in the build.")
-O_CA = typer.Option(None, "--ca-bundle", envvar="CA_BUNDLE", help="CA bundle for pip/curl in the builder.")
-O_APT = typer.Option(None, "--apt-sources", envvar="APT_SOURCES", help="apt sources file to use in the build.")
-O_SOURCES = typer.Option(None, "--sources", envvar="SOURCES_DIR",
-                         help="Folder of pre-downloaded source tarballs (air-gapped); still sha256-checked.")
+def _typer_option(opt: Any) -> Any:
+    """A typer option from its row in hpcai.image.options (one OptionInfo per row, shared by the
+    commands that take it)."""
+    envvar = list(opt.envvars) if len(opt.envvars) > 1 else (opt.envvars[0] if opt.envvars else None)
+    return typer.Option(opt.default, *opt.flags, envvar=envvar, help=opt.help)
 
 
-# The image-spec options, declared once: (parameter, type, option). TAG_OPTIONS decide which image
-# a flavor's options make, hence its tag (allow_unverified admits versions that change it): they
-# are all that `sif` and `sqsh` take, to find the image `build` made. BUILD_INPUTS only feed the
-# build (never the tag), so a conversion neither needs nor reads them.
-TAG_OPTIONS: tuple[tuple[str, Any, Any], ...] = (
-    ("base", Optional[str], O_BASE), ("arch", str, O_ARCH), ("mpi", Optional[str], O_MPI),
-    ("ofi", Optional[str], O_OFI), ("horovod", Optional[str], O_HVD), ("cxi", Optional[str], O_CXI),
-    ("gpu_archs", Optional[str], O_GPU_ARCH), ("hpc_libs", Optional[str], O_LIBS),
-    ("payloads", Optional[str], O_PAYLOADS), ("ngc_version", Optional[str], O_NGC),
-    ("rocm_version", Optional[str], O_ROCM), ("sets", Optional[list[str]], O_SET),
-    ("variants", Optional[list[str]], O_VARIANT), ("allow_unverified", bool, O_UNVERIFIED), ("repository", Optional[str], O_REPO),
-    ("tag", Optional[str], O_TAG))
-BUILD_INPUTS: tuple[tuple[str, Any, Any], ...] = (
-    ("wheelhouse", Optional[str], O_WHEELS), ("ca_bundle", Optional[str], O_CA),
-    ("apt_sources", Optional[str], O_APT), ("sources_dir", Optional[str], O_SOURCES))
+def _table() -> tuple[tuple[tuple[str, Any, Any], ...], tuple[tuple[str, Any, Any], ...]]:
+    from hpcai.image.options import OPTIONS
+
+    rows = [(o.name, o.kind, _typer_option(o), o.picks_image) for o in OPTIONS]
+    return (tuple((n, k, i) for n, k, i, picks in rows if picks),
+            tuple((n, k, i) for n, k, i, picks in rows if not picks))
+
+
+# The image options (hpcai.image.options, declared once): (parameter, type, typer option). TAG_OPTIONS
+# decide which image a flavor's options make, hence its tag (allow_unverified admits versions that
+# change it): they are all that `sif` and `sqsh` take, to find the image `build` made. BUILD_INPUTS
+# only feed the build (never the tag), so a conversion neither needs nor reads them.
+TAG_OPTIONS, BUILD_INPUTS = _table()
 SPEC_OPTIONS = TAG_OPTIONS + BUILD_INPUTS
 
 
@@ -293,9 +264,10 @@ def inspect_cmd(
 
     from rich.table import Table
 
-    from hpcai.image import build
+    from hpcai import labels as label
     from hpcai.console import cell, out, plain
     from hpcai.errors import UsageError
+    from hpcai.image import build
 
     if not image.strip():
         raise UsageError("inspect needs an image reference (a tag such as hpcai/pytorch-cpu:… or an id)")
@@ -313,7 +285,7 @@ def inspect_cmd(
         return
     table = Table("label", "value", title=plain(image))  # labels are the image author's text
     for k in sorted(labels):
-        if k.startswith(("hpcai.", "org.opencontainers.")):
+        if k.startswith((label.PREFIX, "org.opencontainers.")):
             table.add_row(cell(k), cell(labels[k]))
     out.print(table)
 

@@ -22,6 +22,7 @@ import shlex
 import shutil
 from pathlib import Path
 
+from hpcai import labels as label
 from hpcai.errors import HpcaiError, UsageError, operand
 
 CONVERTERS = ("apptainer", "singularity")
@@ -84,7 +85,7 @@ def conversion_def(image: str, builder: str, folder: Path) -> str:
     from hpcai.image.render import render_conversion
 
     labels = image_labels(builder, image)
-    if not labels.get("hpcai.flavor"):
+    if not labels.get(label.FLAVOR):
         raise UsageError(f"{image} is not an hpcai image (no hpcai.flavor label), so it has no hpcai-entrypoint "
                          f"to run; convert it as it is with: apptainer build OUT.sif docker-daemon://{image}")
     archive = str(folder / "image.tar") if builder == "podman" else None

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcai import __version__
+from hpcai import labels as label
 from hpcai.image.components import Source
+from hpcai.image.options import BUILD_INPUTS, SWITCHES, variable
 from hpcai.image.flavors import Flavor, Mpi, flavor, flavor_defaults, flavors
 from hpcai.errors import UsageError, one_line, shaped, unknown
 from hpcai.resources import git_sha
@@ -172,8 +174,8 @@ class ImageSpec:
         """Readable words for each way the build differs from the flavor's default, in the image
         name as HPE keeps its `-hvd`/`-ss` images apart: -mpich|-nompi, -noofi, -cxi, -hvd, -arm64, -ss."""
         words = {Mpi.OMPI: [], Mpi.MPICH: ["mpich"], Mpi.NONE: ["nompi"]}[self.mpi]
-        words += [w for w, on in (("noofi", not self.ofi), ("cxi", self.cxi), ("hvd", self.horovod),
-                                  ("arm64", self.arch != "amd64"), ("ss", self.bakes_site_libs)) if on]
+        words += [s.word for s in SWITCHES if getattr(self, s.name) != s.default]
+        words += [w for w, on in (("arm64", self.arch != "amd64"), ("ss", self.bakes_site_libs)) if on]
         return "".join(f"-{w}" for w in words)
 
     @property
@@ -214,29 +216,28 @@ class ImageSpec:
             "org.opencontainers.image.created": self.build_date,
             "org.opencontainers.image.base.name": self.base,
             "org.opencontainers.image.licenses": "Apache-2.0",
-            "hpcai.flavor": self.flavor.name,
-            "hpcai.family": self.family,
-            "hpcai.framework": self.flavor.framework,
-            "hpcai.base": self.base,
-            "hpcai.arch": self.arch,
-            "hpcai.mpi": self.mpi.value,
-            "hpcai.ofi": "1" if self.ofi else "0",
-            "hpcai.horovod": "1" if self.horovod else "0",
-            "hpcai.hpc-libs": HPC_LIBS_IN_IMAGE if self.bakes_site_libs else "",
-            "hpcai.payloads": ",".join(self.payloads),
-            "hpcai.stack": "source" if self.from_source else "debian-packages",
-            "hpcai.version": __version__,
-            "hpcai.git-sha": self.git_sha,
-            "hpcai.build-date": self.build_date,
+            label.FLAVOR: self.flavor.name,
+            label.FAMILY: self.family,
+            label.FRAMEWORK: self.flavor.framework,
+            label.BASE: self.base,
+            label.ARCH: self.arch,
+            label.MPI: self.mpi.value,
+            **{s.label: label.switch(getattr(self, s.name)) for s in SWITCHES},
+            label.HPC_LIBS: HPC_LIBS_IN_IMAGE if self.bakes_site_libs else "",
+            label.PAYLOADS: ",".join(self.payloads),
+            label.STACK: "source" if self.from_source else "debian-packages",
+            label.VERSION: __version__,
+            label.GIT_SHA: self.git_sha,
+            label.BUILD_DATE: self.build_date,
         }
         for name in self.used_components():
-            labels[f"hpcai.component.{name}"] = self.sources[name].version
+            labels[label.component(name)] = self.sources[name].version
         if self.gpu_archs:
-            labels["hpcai.gpu-archs"] = ",".join(self.gpu_archs)
+            labels[label.GPU_ARCHS] = ",".join(self.gpu_archs)
         if self.payload_variants:
-            labels["hpcai.payload-variants"] = ",".join(f"{p}={v}" for p, v in self.payload_variants)
+            labels[label.PAYLOAD_VARIANTS] = ",".join(f"{p}={v}" for p, v in self.payload_variants)
         if self.framework_requirement:
-            labels["hpcai.component.framework"] = self.framework_requirement
+            labels[label.component("framework")] = self.framework_requirement
         return labels
 
 
@@ -388,14 +389,14 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
         raise unknown("architecture", arch, ARCHES)
     check_image_options(base, ngc_version, rocm_version, repository, tag)
     chosen_mpi = parse_mpi(mpi)
-    with_ofi = parse_switch("WITH_OFI value", ofi, default=True)
-    with_hvd = parse_switch("WITH_HVD value", horovod, default=False)
+    given = {"ofi": ofi, "horovod": horovod, "cxi": cxi}
+    on = {s.name: parse_switch(f"{variable(s.name)} value", given[s.name], default=s.default) for s in SWITCHES}
+    with_ofi, with_hvd, with_cxi = on["ofi"], on["horovod"], on["cxi"]
     if with_hvd and chosen_mpi is Mpi.NONE:
         raise UsageError("Horovod needs MPI; drop WITH_HVD or choose --mpi ompi|mpich")
     if with_hvd and fl.family == "poplar":
         raise UsageError("Horovod is not supported on pytorch-poplar; valid flavors for Horovod: "
                          + ", ".join(n for n, f in flavors().items() if f.family != "poplar"))
-    with_cxi = parse_switch("WITH_CXI value", cxi, default=False)
     if with_cxi and (fl.family == "cpu" or not with_ofi):
         raise UsageError("--cxi (WITH_CXI) builds libfabric's cxi provider, which needs libfabric built from "
                          "source: a GPU flavor (" + ", ".join(n for n, f in flavors().items() if f.family != "cpu")
@@ -437,7 +438,6 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
     return spec
 
 
-BUILD_INPUTS = ("wheelhouse", "ca_bundle", "apt_sources", "sources_dir")
 
 
 def image_tag(flavor_name: str, **options) -> str:

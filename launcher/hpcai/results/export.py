@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hpcai import labels as label
 from hpcai.output import csv_cell
 from hpcai.results.energy import COMBINED
 from hpcai.results.runs import RunRecord
@@ -84,9 +85,9 @@ def _version(plan: dict[str, Any]) -> str:
     labels = plan.get("image_labels") or {}
     if not isinstance(labels, dict):
         labels = {}
-    if labels.get("hpcai.component.framework"):
-        return str(labels["hpcai.component.framework"])
-    base = str(labels.get("hpcai.base") or "")
+    if labels.get(label.component("framework")):
+        return str(labels[label.component("framework")])
+    base = str(labels.get(label.BASE) or "")
     if base:
         name, _, tag = base.rpartition(":")
         return f"{name.rsplit('/', 1)[-1]} {tag}" if name and "/" not in tag else base
@@ -95,7 +96,7 @@ def _version(plan: dict[str, Any]) -> str:
 
 def _labels(plan: dict[str, Any]) -> dict[str, str]:
     labels = plan.get("image_labels") or plan.get("labels") or {}
-    return {k: v for k, v in labels.items() if k.startswith("hpcai.")} if isinstance(labels, dict) else {}
+    return {k: v for k, v in labels.items() if k.startswith(label.PREFIX)} if isinstance(labels, dict) else {}
 
 
 def row(rec: RunRecord) -> dict[str, Any]:

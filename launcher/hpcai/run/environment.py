@@ -161,13 +161,12 @@ class HostMpi(NamedTuple):
     warnings: list[str]
 
 
-def host_mpi(opts: LaunchOptions, site: SiteProfile, host: Host, labels: dict[str, str],
+def host_mpi(opts: LaunchOptions, site: SiteProfile, host: Host, image_mpi: str,
              binds: list[tuple[str, str]], env: dict[str, str], needs_mpi: bool) -> HostMpi:
     """The binds and container env with the site's host MPI swapped in when run/mpi_swap.py says
-    so. A user's --bind or --env wins."""
+    so (image_mpi: the image's hpcai.mpi label). A user's --bind or --env wins."""
     from hpcai.run import mpi_swap
 
-    image_mpi = labels.get("hpcai.mpi", "")
     on, note = mpi_swap.wanted(site, image_mpi, opts.host_mpi)
     warnings = [note] if note and needs_mpi else []  # a payload of one MPI world: where it matters
     if not on:

@@ -3,7 +3,7 @@ from the requested geometry and the image's vendor, not only the site.
 
 A workstation (`--site local`) has no GPU kind of its own, yet `--gpus-per-node 1` there must give
 the container its GPU; a Cray EX site's NVIDIA GPUs do not suit a ROCm image. The image says what
-it was built for in its `hpcai.family` label (cuda, rocm, poplar, cpu).
+it was built for in its `hpcai.family` label (cuda, rocm, poplar, cpu: hpcai.labels.ImageFacts).
 """
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from __future__ import annotations
 GPU_OF_FAMILY = {"cuda": "nvidia", "rocm": "amd", "poplar": "none", "cpu": "none"}
 
 
-def choose_gpu(site_gpu: str, gpus_per_node: int, labels: dict[str, str]) -> tuple[str, str]:
+def choose_gpu(site_gpu: str, gpus_per_node: int, family: str | None) -> tuple[str, str]:
     """(nvidia | amd | none, a note for the user or "").
 
-    No GPUs asked for: none. Otherwise the image's vendor where its label names one, else the site's.
+    No GPUs asked for: none. Otherwise the vendor of the image's family where its label names one,
+    else the site's.
     """
     if not gpus_per_node:
         return "none", ""
-    family = labels.get("hpcai.family", "")
-    image_gpu = GPU_OF_FAMILY.get(family)
+    image_gpu = GPU_OF_FAMILY.get(family or "")
     if image_gpu is None:
         if site_gpu == "none":
             return "none", (f"--gpus-per-node {gpus_per_node}: neither the site nor the image (no hpcai.family "

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from hpcai import record
 from hpcai.errors import HpcaiError, UsageError, one_line
+from hpcai.labels import RUN, facts
 from hpcai.run.backends import get_backend
 from hpcai.run.edf import hooks_on
 from hpcai.run.environment import check_copy_ports, host_mpi, secret_process_env, surroundings
@@ -59,10 +60,10 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         runtime.prefetch(opts.image)  # an engine answers while the binds are worked out
     around = surroundings(opts, site, host, runtime, check)
     labels = check_image(runtime, opts.image) if check else _labels_if_here(runtime, opts.image)
-    image_payloads = [p for p in labels.get("hpcai.payloads", "").split(",") if p] or None
-    call = payload_call(opts, image_payloads, labels.get("hpcai.family"), site)
+    image = facts(labels)
+    call = payload_call(opts, image.payloads, image.family, site)
     opts = with_profile(opts, call.launch)
-    swap = host_mpi(opts, site, host, labels, around.binds, around.env, call.needs_mpi)
+    swap = host_mpi(opts, site, host, image.mpi, around.binds, around.env, call.needs_mpi)
     warnings = around.warnings + swap.warnings
     job_id = env_now.get("SLURM_JOB_ID") if backend.slurm else None
     run_dir = _run_dir(opts, call.label, job_id)
@@ -74,7 +75,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
                      else choose_pmi(swap.rank_mpi, opts.mpi, site, call.needs_mpi))
         geom = replace(geom, mpi=mpi)
         warnings += [note] if note else []
-    gpu, note = choose_gpu(site.gpu, geom.gpus_per_node, labels)
+    gpu, note = choose_gpu(site.gpu, geom.gpus_per_node, image.family)
     warnings += [note] if note else []
     spec = ContainerSpec(
         image=opts.image, command=tuple(call.command),
@@ -83,11 +84,11 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         binds=tuple(swap.binds), env=tuple(swap.env.items()), secret_names=tuple(around.secret_env),
         gpu=gpu, containall=site.containall, cleanenv=site.cleanenv, apptainer_command=site.apptainer_command,
         userns=site.apptainer_userns if opts.userns is None else opts.userns,
-        labels=(("hpcai.run", run_dir.name),) if runtime.engine else (),
+        labels=((RUN, run_dir.name),) if runtime.engine else (),
         peers=geom.ntasks_per_node if shares_nodes(runtime, call, opts, geom, backend) else 1,
         # ch-convert always writes /ch/environment; a hand-made image folder may lack it.
         image_env=not Path(opts.image).is_dir() or (Path(opts.image) / "ch" / "environment").is_file(),
-        fabric_hooks=hooks_on(site, runtime), mpi=labels.get("hpcai.mpi", ""), run_dir=str(run_dir))
+        fabric_hooks=hooks_on(site, runtime), mpi=image.mpi, run_dir=str(run_dir))
     _check_plugin(runtime, spec, backend, opts)
     if check:  # apptainer: can it run in the mode the site asks for?
         runtime.check_mode(spec)

@@ -94,6 +94,7 @@ LABEL org.opencontainers.image.title="hpcai pytorch-cpu" \
       hpcai.arch="amd64" \
       hpcai.mpi="ompi" \
       hpcai.ofi="1" \
+      hpcai.cxi="0" \
       hpcai.horovod="0" \
       hpcai.hpc-libs="" \
       hpcai.payloads="sanity,mpi-allreduce" \

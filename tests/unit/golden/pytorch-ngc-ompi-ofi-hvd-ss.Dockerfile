@@ -127,6 +127,7 @@ LABEL org.opencontainers.image.title="hpcai pytorch-ngc" \
       hpcai.arch="amd64" \
       hpcai.mpi="ompi" \
       hpcai.ofi="1" \
+      hpcai.cxi="0" \
       hpcai.horovod="1" \
       hpcai.hpc-libs="/opt/hpcai/hpc-libs" \
       hpcai.payloads="sanity,nccl-tests,osu" \

@@ -100,6 +100,7 @@ LABEL org.opencontainers.image.title="hpcai tensorflow-rocm" \
       hpcai.arch="amd64" \
       hpcai.mpi="mpich" \
       hpcai.ofi="1" \
+      hpcai.cxi="0" \
       hpcai.horovod="0" \
       hpcai.hpc-libs="" \
       hpcai.payloads="sanity,osu" \

@@ -197,10 +197,11 @@ def _prepare(plan: LaunchPlan) -> str:
 def _cleanup_containers(plan: LaunchPlan, logs: Path, runtime) -> None:
     """Slurm may SIGKILL the shims; remove their containers (an engine's, by the run's label) or
     stop their peer groups' instances (apptainer's, by name) on every node that ran one."""
+    from hpcai.labels import RUN
     from hpcai.run.shim import group_word
     from hpcai.run.site import Host
 
-    what = (f"hpcai.run={Path(plan.run_dir).name}" if runtime.engine
+    what = (f"{RUN}={Path(plan.run_dir).name}" if runtime.engine
             else f"hpcai-*-{group_word(Path(plan.run_dir))}-*")
     how = "--cleanup" if runtime.engine else "--stop-instances"
     cleanup = [*Host().shim(), how, what, "--", runtime.binary]
