@@ -55,34 +55,10 @@ _hf_pick() {
     _hf_chosen=$_hf_best
 }
 
-# _hf_private_dir: $_hf_dir = a private folder (hpcai_private_dir) for this job step and rank.
-# Outside a job it is keyed by our pid (kept by exec), and our folders of dead pids are removed.
-_hf_private_dir() {
-    hpcai_safe_name "${USER:-${LOGNAME:-nouser}}"
-    _hf_user=$hpcai_value
-    if hpcai_uint SLURM_JOB_ID; then
-        _hf_job=$hpcai_value
-        hpcai_first_uint SLURM_PROCID OMPI_COMM_WORLD_RANK PMI_RANK || hpcai_value=$$
-        _hf_name=hpcai-$_hf_user-$_hf_job-${SLURM_STEP_ID:-0}-$hpcai_value
-    else
-        # test -O: not POSIX, but dash, bash and busybox sh all have it
-        # shellcheck disable=SC3067
-        for _hf_old in "${TMPDIR:-/tmp}/hpcai-$_hf_user-local-"*; do
-            _hf_pid=${_hf_old##*-}
-            _hf_pid=${_hf_pid%%.*}  # a mktemp stand-in (hpcai_private_dir) is NAME.XXXXXXXX
-            if [ -d "$_hf_old" ] && [ ! -L "$_hf_old" ] && [ -O "$_hf_old" ] \
-                && [ ! -d "/proc/$_hf_pid" ]; then
-                rm -rf "$_hf_old"
-            fi
-        done
-        _hf_name=hpcai-$_hf_user-local-$$
-    fi
-    hpcai_private_dir "$_hf_name" || return 1
-    _hf_dir=$hpcai_value
-}
-
 _hf_link_host() {
-    _hf_private_dir || { hpcai_fabric_problem "$hpcai_value; using the image's libfabric"; return 1; }
+    # a private folder for this job step and rank (hpcai_rank_dir)
+    hpcai_rank_dir hpcai || { hpcai_fabric_problem "$hpcai_value; using the image's libfabric"; return 1; }
+    _hf_dir=$hpcai_value
     # Links already right (another run of this step) are left as they are: no fork at all.
     # A name in both /host/lib and /host/usr/lib64: /host/lib's copy (the site's fabric
     # folder) wins; `ln -sf` of both would leave the later one.

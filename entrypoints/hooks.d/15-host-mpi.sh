@@ -31,32 +31,6 @@ _hm_problem() {
     hpcai_warn "$1"
 }
 
-# _hm_private_dir: $_hm_dir = a private folder (hpcai_private_dir) for this job step and rank,
-# beside 10-host-fabric's and named apart from it. Outside a job it is keyed by our pid (kept
-# by exec), and our folders of dead pids are removed.
-_hm_private_dir() {
-    hpcai_safe_name "${USER:-${LOGNAME:-nouser}}"
-    _hm_user=$hpcai_value
-    if hpcai_uint SLURM_JOB_ID; then
-        _hm_job=$hpcai_value
-        hpcai_first_uint SLURM_PROCID OMPI_COMM_WORLD_RANK PMI_RANK || hpcai_value=$$
-        _hm_name=hpcai-mpi-$_hm_user-$_hm_job-${SLURM_STEP_ID:-0}-$hpcai_value
-    else
-        # shellcheck disable=SC3067  # test -O: not POSIX, but dash, bash and busybox sh have it
-        for _hm_old in "${TMPDIR:-/tmp}/hpcai-mpi-$_hm_user-local-"*; do
-            _hm_pid=${_hm_old##*-}
-            _hm_pid=${_hm_pid%%.*}  # a mktemp stand-in (hpcai_private_dir) is NAME.XXXXXXXX
-            if [ -d "$_hm_old" ] && [ ! -L "$_hm_old" ] && [ -O "$_hm_old" ] \
-                && [ ! -d "/proc/$_hm_pid" ]; then
-                rm -rf "$_hm_old"
-            fi
-        done
-        _hm_name=hpcai-mpi-$_hm_user-local-$$
-    fi
-    hpcai_private_dir "$_hm_name" || return 1
-    _hm_dir=$hpcai_value
-}
-
 # _hm_twin NAME: $hpcai_value = the other name of an MPICH-ABI library ('' for none).
 _hm_twin() {
     case $1 in
@@ -103,7 +77,9 @@ _hm_use_host() {
         *' libmpich.so.12 '*) HPCAI_MPI_LIB=$_hm_lib/libmpich.so.12 ;;
         *) _hm_problem "no usable libmpi.so.12 in $_hm_lib; using the image's MPI"; return 1 ;;
     esac
-    _hm_private_dir || { _hm_problem "$hpcai_value; using the image's MPI"; return 1; }
+    # a private folder for this job step and rank, named apart from 10-host-fabric's (hpcai_rank_dir)
+    hpcai_rank_dir hpcai-mpi || { _hm_problem "$hpcai_value; using the image's MPI"; return 1; }
+    _hm_dir=$hpcai_value
 
     # Links already right (another run of this step) are left as they are: no fork at all.
     set --
