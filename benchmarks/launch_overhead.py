@@ -42,11 +42,11 @@ from pathlib import Path
 
 from _report import figure, not_run
 
-ENTRYPOINT = "/opt/hpcai/bin/hpcai-entrypoint"
+from hpcai.paths import ENTRYPOINT, RUNNER  # how the image starts and runs a payload
+
 REPO = Path(__file__).resolve().parents[1]
 NODES, PER_NODE = 4, 2
 FLOOR = "import subprocess, json, pathlib, argparse, tomllib"  # what any Python launcher imports
-BENCH = "/opt/hpcai/bin/hpcai-bench"  # how the image runs a payload
 TARGETS = {None: 1.15, "sanity": 1.03}  # the job: `true`, or a payload
 
 
@@ -58,7 +58,7 @@ def hpcai_argv() -> list[str]:
 def hand_line(runtime: str, image: str, entrypoint: bool, payload: str | None = None) -> list[str]:
     """What a user would type for the same job (docker runs the image's ENTRYPOINT itself)."""
     srun = ["srun", f"--nodes={NODES}", f"--ntasks-per-node={PER_NODE}", "--kill-on-bad-exit=1"]
-    cmd = [BENCH, payload] if payload else ["true"]
+    cmd = [RUNNER, payload] if payload else ["true"]
     if runtime == "docker":
         # The container as hpcai starts it (runtimes/docker.py): the host's network, IPC and PID
         # namespaces and the seccomp profile that lets ranks use CMA; what differs is hpcai.

@@ -44,14 +44,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from hpcai import paths
 from hpcai.errors import UsageError, one_line, shaped, unknown
 from hpcai.resources import data_path
 
 if TYPE_CHECKING:
     from hpcai.results.metrics import ParseResult
 
-IMAGE_PAYLOADS = "/opt/hpcai/payloads"  # where payload folders live inside every image
-IMAGE_RUNNER = "/opt/hpcai/bin/hpcai-bench"  # payloads/_runner/hpcai-bench, copied in
 GEOMETRIES = ("per-gpu", "per-node", "single")
 FAMILIES = ("cuda", "rocm", "poplar", "cpu", "*")
 BUILTIN_VARS = ("dir", "python", "out", "prefix", "world_size", "rank")
@@ -245,14 +244,14 @@ class PayloadManifest:
         """
         overrides = vars or {}
         self.validate_vars(overrides)
-        return [IMAGE_RUNNER, self.name, *(f"{k}={v}" for k, v in overrides.items())]
+        return [paths.RUNNER, self.name, *(f"{k}={v}" for k, v in overrides.items())]
 
     def benchmark_argv(self, vars: dict[str, Any] | None = None, family: str | None = None,
-                       python: str = "/opt/hpcai/venv/bin/python") -> list[str]:
+                       python: str = paths.VENV_PYTHON) -> list[str]:
         """The benchmark's own argv as the runner will build it in the image (for `show`)."""
         values = self.validate_vars(vars or {}, family)
-        builtins = {"dir": f"{IMAGE_PAYLOADS}/{self.name}", "python": python,
-                    "out": "$HPCAI_PAYLOAD_OUT", "prefix": "/opt/hpcai",
+        builtins = {"dir": f"{paths.PAYLOADS}/{self.name}", "python": python,
+                    "out": "$HPCAI_PAYLOAD_OUT", "prefix": paths.PREFIX,
                     "world_size": "$WORLD_SIZE", "rank": "$RANK"}
         return _runner().argv(self.raw, values, builtins)
 

@@ -45,15 +45,15 @@ def _image_listing(image: str) -> list[dict]:
 
     from hpcai.errors import HpcaiError, operand
     from hpcai.files import BadFile, parse_json
-    from hpcai.payloads import IMAGE_RUNNER
+    from hpcai.paths import RUNNER
 
     image = operand("--image", image)  # `docker run`/`apptainer exec` read options up to the image
     if image.endswith(".sif"):
         engine = shutil.which("apptainer") or shutil.which("singularity")
-        argv = [engine or "apptainer", "exec", image, IMAGE_RUNNER, "--list", "--json"]
+        argv = [engine or "apptainer", "exec", image, RUNNER, "--list", "--json"]
     else:
         engine = shutil.which("docker")
-        argv = ["docker", "run", "--rm", "--entrypoint", IMAGE_RUNNER, image, "--list", "--json"]
+        argv = ["docker", "run", "--rm", "--entrypoint", RUNNER, image, "--list", "--json"]
     if not engine:
         raise HpcaiError(f"cannot inspect {image}: {argv[0]} not found")
     try:

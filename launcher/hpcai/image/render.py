@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from hpcai.errors import UsageError, one_line, shaped, unknown
 from hpcai.image import components
 from hpcai.image.flavors import Mpi
-from hpcai.image.spec import HPC_LIBS_IN_IMAGE, PREFIX, ImageSpec
+from hpcai import paths
+from hpcai.image.spec import ImageSpec
 
 FORMATS = ("docker", "apptainer")
 BOOTSTRAPS = ("docker", "docker-daemon", "localimage")
-BUILD_DIR = "/opt/hpcai-build"  # scripts, downloads and sources; never in the final image
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class Step:
 
     @property
     def argv(self) -> tuple[str, ...]:
-        return (f"{BUILD_DIR}/install/{self.script}", *self.args)
+        return (f"{paths.BUILD_DIR}/install/{self.script}", *self.args)
 
     @property
     def origin(self) -> str:
@@ -110,7 +110,7 @@ def payload_hooks(spec: ImageSpec) -> list[PayloadHooks]:
 
 
 def builder_steps(spec: ImageSpec, hooks: list[PayloadHooks]) -> list[Step]:
-    """Compile everything into PREFIX, stack first (rarely changes), payload hooks last. Each
+    """Compile everything into paths.PREFIX, stack first (rarely changes), payload hooks last. Each
     stack component is its record's install script with its own pins; a payload's build hook gets
     the pins of the downloads no earlier step was given."""
     records, stack = components.manifest(), spec.stack()
@@ -177,7 +177,7 @@ def stack_env(spec: ImageSpec) -> dict[str, str]:
     packages, so flavors that share a family and stack (pytorch-cpu, tensorflow-cpu) share those
     layers too."""
     return {
-        "HPCAI_PREFIX": PREFIX,
+        "HPCAI_PREFIX": paths.PREFIX,
         "HPCAI_FAMILY": spec.family,
         "HPCAI_MPI": spec.mpi.value,
         "HPCAI_WITH_OFI": "1" if spec.ofi else "0",
@@ -197,8 +197,8 @@ def flavor_env(spec: ImageSpec) -> dict[str, str]:
 def runtime_env(spec: ImageSpec) -> dict[str, str]:
     """Variables of the final image (Docker ENV / Apptainer %environment)."""
     env = {
-        "PATH": f"{PREFIX}/bin:{PREFIX}/venv/bin:$PATH",
-        "LD_LIBRARY_PATH": f"{PREFIX}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}",
+        "PATH": f"{paths.PREFIX}/bin:{paths.PREFIX}/venv/bin:$PATH",
+        "LD_LIBRARY_PATH": f"{paths.PREFIX}/lib${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}",
     }
     # NCCL_NET_PLUGIN is not set here: the entrypoint's nccl-net hook picks libnccl-net.so or
     # librccl-net.so at run time, and a value baked into the image would look like the user's.
@@ -225,7 +225,7 @@ def site_libs_env(spec: ImageSpec) -> dict[str, str]:
     the -hpc and -ss images share every layer up to the site libraries."""
     if not spec.bakes_site_libs:
         return {}
-    return {"LD_LIBRARY_PATH": f"{HPC_LIBS_IN_IMAGE}:$LD_LIBRARY_PATH", "HPCAI_HPC_LIBS": HPC_LIBS_IN_IMAGE}
+    return {"LD_LIBRARY_PATH": f"{paths.HPC_LIBS}:$LD_LIBRARY_PATH", "HPCAI_HPC_LIBS": paths.HPC_LIBS}
 
 
 def source_pins(spec: ImageSpec) -> dict[str, str]:
@@ -255,13 +255,13 @@ def template_values(spec: ImageSpec) -> dict:
     hooks = payload_hooks(spec)
     apt_name = spec.apt_sources.name if spec.apt_sources else ""
     return {
-        "spec": spec, "prefix": PREFIX, "build_dir": BUILD_DIR, "hpc_libs_dir": HPC_LIBS_IN_IMAGE,
+        "spec": spec, "prefix": paths.PREFIX, "build_dir": paths.BUILD_DIR, "hpc_libs_dir": paths.HPC_LIBS,
         "builder_steps": builder_steps(spec, hooks), "final_steps": final_steps(spec, hooks),
         "stage_env": stage_env(spec), "stack_env": stack_env(spec), "flavor_env": flavor_env(spec), "runtime_env": runtime_env(spec),
         "site_libs_env": site_libs_env(spec),
         "labels": spec.labels(), "hooks": hooks,
         "apt_sources_name": apt_name,
-        "apt_sources_argv": (f"{BUILD_DIR}/install/apt-sources.sh", f"{BUILD_DIR}/apt/{apt_name}"),
+        "apt_sources_argv": (f"{paths.BUILD_DIR}/install/apt-sources.sh", f"{paths.BUILD_DIR}/apt/{apt_name}"),
     }
 
 
@@ -293,7 +293,7 @@ def render_conversion(image: str, labels: Mapping[str, str], archive: str | None
     bootstrap, source = ("docker-archive", archive) if archive else ("docker-daemon", image)
     source_what = "the image archive's path (under HPCAI_WORK_DIR)" if archive else "IMAGE"
     return _jinja("apptainer").get_template("convert.def.j2").render(
-        image=image, bootstrap=bootstrap, source=source, source_what=source_what, prefix=PREFIX, version=__version__,
+        image=image, bootstrap=bootstrap, source=source, source_what=source_what, prefix=paths.PREFIX, version=__version__,
         help_labels=dict(labels), labels_what=f"label of image {image}:")
 
 

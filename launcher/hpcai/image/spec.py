@@ -17,14 +17,13 @@ from pathlib import Path
 
 from hpcai import __version__
 from hpcai import labels as label
+from hpcai import paths
 from hpcai.image.components import Source
 from hpcai.image.options import BUILD_INPUTS, SWITCHES, variable
 from hpcai.image.flavors import Flavor, Mpi, flavor, flavor_defaults, flavors
 from hpcai.errors import UsageError, one_line, shaped, unknown
 from hpcai.resources import git_sha
 
-PREFIX = "/opt/hpcai"
-HPC_LIBS_IN_IMAGE = f"{PREFIX}/hpc-libs"
 ARCHES = ("amd64", "arm64")
 
 # The grammars of the options a spec writes into the Dockerfile and the def (FROM, labels, ENV,
@@ -223,7 +222,7 @@ class ImageSpec:
             label.ARCH: self.arch,
             label.MPI: self.mpi.value,
             **{s.label: label.switch(getattr(self, s.name)) for s in SWITCHES},
-            label.HPC_LIBS: HPC_LIBS_IN_IMAGE if self.bakes_site_libs else "",
+            label.HPC_LIBS: paths.HPC_LIBS if self.bakes_site_libs else "",
             label.PAYLOADS: ",".join(self.payloads),
             label.STACK: "source" if self.from_source else "debian-packages",
             label.VERSION: __version__,

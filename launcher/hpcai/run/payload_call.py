@@ -33,7 +33,7 @@ def payload_call(opts: LaunchOptions, valid: list[str] | None, family: str | Non
             raise UsageError("--profile sets a payload's variables; a --cmd command has none")
         return PayloadCall("cmd", {}, list(opts.cmd), {}, False)
     from hpcai import payloads
-    from hpcai.run.runtimes import BENCH
+    from hpcai.paths import RUNNER
 
     packaged = payloads.available_payloads()
     known = valid if valid is not None else packaged
@@ -59,7 +59,7 @@ def payload_call(opts: LaunchOptions, valid: list[str] | None, family: str | Non
         facts = {name: getattr(site, name) for name in payloads.SITE_FACTS} if site else {}
         launch = manifest.launch_defaults(opts.profiles, values, facts)
     profile_args = [arg for name in opts.profiles for arg in ("--profile", name)]
-    command = [BENCH, *profile_args, opts.payload, *(f"{k}={v}" for k, v in overrides.items())]
+    command = [RUNNER, *profile_args, opts.payload, *(f"{k}={v}" for k, v in overrides.items())]
     return PayloadCall(opts.payload, overrides, command, values, needs_mpi, srun_args, launch)
 
 

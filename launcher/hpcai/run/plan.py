@@ -26,7 +26,8 @@ from hpcai.run.gpu import choose_gpu
 from hpcai.run.model import Backend, LaunchOptions, LaunchPlan, PayloadCall
 from hpcai.run.payload_call import check_mpi_launch, payload_call
 from hpcai.run.pmi import choose_pmi
-from hpcai.run.runtimes import ENTRYPOINT, ContainerSpec, Runtime, get_runtime, step
+from hpcai.paths import ENTRYPOINT
+from hpcai.run.runtimes import ContainerSpec, Runtime, get_runtime, step
 from hpcai.run.scheduler import geometry, with_profile
 from hpcai.run.shim import container_name, joins, needs_shim, shares_nodes, shim_argv
 from hpcai.run.site import Host, SiteProfile, resolve_site

@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-ENTRYPOINT = "/opt/hpcai/bin/hpcai-entrypoint"
-BENCH = "/opt/hpcai/bin/hpcai-bench"
+from hpcai.paths import ENTRYPOINT
 
 
 @dataclass(frozen=True)
