@@ -1,4 +1,4 @@
-"""CLI commands: `sites list` and `sites show NAME` (site profiles are data: launcher/hpcai/run/sites/*.toml).
+"""CLI commands: `sites list`, `sites show NAME` and `sites schema` (site profiles are data: launcher/hpcai/run/sites/*.toml).
 
 A site file may come from a shared HPCAI_SITE_PATH, so every text from it reaches the terminal
 through `console.plain`/`cell` (an escape sequence in a description is shown, never run)."""
@@ -12,7 +12,7 @@ PANEL = "Launch"
 
 def register(app: typer.Typer) -> None:
     """Add the `sites` group to the top-level app."""
-    sites = typer.Typer(help="Site profiles: list them, show one.", no_args_is_help=True)
+    sites = typer.Typer(help="Site profiles: list them, show one, print their JSON Schema.", no_args_is_help=True)
 
     @sites.command("list")
     def list_sites(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
@@ -69,5 +69,15 @@ def register(app: typer.Typer) -> None:
                 out.print(f"[bold]{key}[/]: ", end="", highlight=False)
                 # a multi-line description stays indented under its key, so no line can pass for a field
                 out.print(plain(shown).replace("\n", "\n  "), highlight=False, markup=False)
+
+    @sites.command("schema")
+    def schema() -> None:
+        """The site file's rules as JSON Schema (draft 2020-12), for an editor to check a site file
+        as it is written: every key, its type, choices, bounds and shape, and no other key. hpcai
+        itself checks the same rules when it reads the file (hpcai.run.site.SCHEMA)."""
+        from hpcai.output import emit_json
+        from hpcai.run.site import SCHEMA
+
+        emit_json(SCHEMA.json_schema("hpcai site profile (launcher/hpcai/run/sites/NAME.toml)"), sort_keys=True)
 
     app.add_typer(sites, name="sites", rich_help_panel=PANEL)

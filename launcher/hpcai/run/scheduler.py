@@ -11,7 +11,7 @@ from typing import Any
 from hpcai.errors import UsageError, has_control, one_line, unknown
 from hpcai.run.model import Backend, Geometry, LaunchOptions
 from hpcai.run.options import MPI_TYPES
-from hpcai.run.site import SRUN_OWN, SiteProfile, owned_option
+from hpcai.run.site import GPUS_PER_NODE_MAX, SRUN_OWN, SiteProfile, owned_option
 
 
 def check_srun_args(args: tuple[str, ...], source: str = "--srun-arg") -> tuple[str, ...]:
@@ -30,7 +30,7 @@ def check_srun_args(args: tuple[str, ...], source: str = "--srun-arg") -> tuple[
 
 
 # Sizes beyond any machine: a typo (an extra digit), refused before Slurm sees it.
-_LIMITS = {"--nodes": 100_000, "--ntasks-per-node": 4096, "--gpus-per-node": 64, "--cpus-per-task": 4096}
+_LIMITS = {"--nodes": 100_000, "--ntasks-per-node": 4096, "--gpus-per-node": GPUS_PER_NODE_MAX, "--cpus-per-task": 4096}
 
 
 def check_size(name: str, value: int | None) -> None:

@@ -25,6 +25,7 @@ from hpcai import files
 from hpcai.run.backends import BACKENDS  # the registries: no implementation is imported
 from hpcai.errors import UsageError, has_control, unknown
 from hpcai.resources import package_file
+from hpcai.schema import Key, Shape, Table
 from hpcai.run.options import MPI_TYPES  # declared with --mpi, the launch option
 from hpcai.run.runtimes import RUNTIMES
 from hpcai.run.slingshot import PROFILES
@@ -209,19 +210,28 @@ def option_name(word: str) -> str:
     return word
 
 
-_SCHEMA = {f.name: f for f in fields(SiteProfile) if f.name not in ("name", "source")}
 # The shape of the values the launch writes into argv, binds and generated scripts, checked when
 # the site is read so a shared site file cannot smuggle a second command or a relative bind in.
-_SHAPES: dict[str, tuple[Any, str]] = {
-    "binds": (bind_ok, BIND_SHAPE),
-    "optional_binds": (bind_ok, BIND_SHAPE),
-    "libfabric_dest": (lambda v: ":" not in v and bind_ok(v), "an absolute path without ':' or ','"),
-    "libfabric": (lambda v: not v or (":" not in v and bind_ok(v)), "an absolute path or glob"),
-    "pass_env": (re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?").fullmatch, "a variable name, optionally ending in *"),
-    "master_addr_suffix": (re.compile(r"[A-Za-z0-9.-]*").fullmatch, "host name characters"),
-    "gpus_per_node": (lambda v: 0 <= v <= 64, "between 0 and 64"),
-    "cpus_per_node": (lambda v: 0 <= v <= 4096, "between 0 and 4096"),
-    "master_port": (lambda v: 0 <= v <= 65535, "a port between 1 and 65535, or 0 (from the job id)"),
+_PART = r"[^:,\x00-\x1f\x7f-\x9f]*"  # a path part a bind can hold (has_control's characters left out)
+_BIND = Shape(bind_ok, BIND_SHAPE, rf"^/{_PART}(:/{_PART}(:(ro|rw))?)?$")
+_PATH = rf"^/{_PART}$"
+_SHAPES: dict[str, Shape] = {
+    "binds": _BIND,
+    "optional_binds": _BIND,
+    "libfabric_dest": Shape(lambda v: ":" not in v and bind_ok(v), "an absolute path without ':' or ','", _PATH),
+    "libfabric": Shape(lambda v: not v or (":" not in v and bind_ok(v)), "an absolute path or glob",
+                       rf"^(/{_PART})?$"),
+    "pass_env": Shape(re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?").fullmatch, "a variable name, optionally ending in *",
+                      r"^[A-Za-z_][A-Za-z0-9_]*\*?$"),
+    "master_addr_suffix": Shape(re.compile(r"[A-Za-z0-9.-]*").fullmatch, "host name characters", r"^[A-Za-z0-9.-]*$"),
+}
+# Numbers: one bound each, which the launch options' checks read too (run/scheduler.py).
+GPUS_PER_NODE_MAX = 64
+CPUS_PER_NODE_MAX = 4096
+_RANGES: dict[str, tuple[int, int, str]] = {
+    "gpus_per_node": (0, GPUS_PER_NODE_MAX, f"between 0 and {GPUS_PER_NODE_MAX}"),
+    "cpus_per_node": (0, CPUS_PER_NODE_MAX, f"between 0 and {CPUS_PER_NODE_MAX}"),
+    "master_port": (0, 65535, "a port between 1 and 65535, or 0 (from the job id)"),
 }
 _OWNED = {"srun_options": SRUN_OWN, "sbatch_options": SBATCH_OWN}  # the options each list may not set
 _MULTILINE = ("description",)  # shown, never written into a command or script
@@ -234,41 +244,11 @@ def _default(f) -> Any:
     return f.default_factory() if callable(f.default_factory) else f.default  # type: ignore[misc]
 
 
-def _coerce(path: str, key: str, value: Any) -> Any:
-    want = _default(_SCHEMA[key])
-    if isinstance(want, bool):
-        ok = isinstance(value, bool)
-    elif isinstance(want, int):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif isinstance(want, tuple):
-        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
-        value = tuple(value) if ok else value
-    elif isinstance(want, dict):
-        ok = isinstance(value, dict) and all(isinstance(v, (str, int, float)) for v in value.values())
-        value = {str(k): str(v) for k, v in value.items()} if ok else value
-    else:
-        ok = isinstance(value, str)
-    if not ok:
-        raise UsageError(f"{path}: key {key!r} must be {type(want).__name__}, got {value!r}")
-    items = value if isinstance(value, tuple) else (value,)
-    if isinstance(value, dict):
-        items = tuple(value.values())
-        bad = next((k for k in value if not ENV_NAME.fullmatch(k)), None)
-        if bad is not None:
-            raise UsageError(f"{path}: {key} key {bad!r} is not a variable name")
-    for one in items:
-        if key in _CHOICES and one not in _CHOICES[key]:
-            shown = ", ".join(c or '""' for c in _CHOICES[key])
-            raise UsageError(f"{path}: {key} {one!r} is not one of: {shown}")
-        if isinstance(one, str) and key not in _MULTILINE and has_control(one):
-            raise UsageError(f"{path}: {key} {one!r} holds a control character (a line break, tab or "
-                             "escape); a site value is one line")
-        if key in _SHAPES and not _SHAPES[key][0](one):
-            raise UsageError(f"{path}: {key} {one!r}: expected {_SHAPES[key][1]}")
-        why = owned_option(one, _OWNED[key]) if key in _OWNED else None
-        if why:
-            raise UsageError(f"{path}: {key} {one!r}: {why}; {key} is for options hpcai has no setting for")
-    return value
+def _owned_rule(owned: dict[str, str]):
+    def rule(key: str, one: str) -> str | None:
+        why = owned_option(one, owned)
+        return f"{why}; {key} is for options hpcai has no setting for" if why else None
+    return rule
 
 
 _SWAP_KEYS = {f.name for f in fields(MpiSwap)}
@@ -298,20 +278,37 @@ def _mpi_swap(path: str, raw: Any) -> MpiSwap:
     return MpiSwap(lib=raw["lib"], deps=tuple(deps), mpi=raw.get("mpi", ""), dest=raw.get("dest", "/host/mpi"))
 
 
+_MPI_SWAP_JSON = {
+    "type": "object", "additionalProperties": False, "required": ["lib"],
+    "properties": {"lib": {"type": "string", "pattern": _PATH}, "deps": {"type": "array", "items": {"type": "string",
+                   "pattern": _PATH}}, "mpi": {"type": "string", "enum": ["", *MPI_TYPES]},
+                   "dest": {"type": "string", "pattern": _PATH, "default": "/host/mpi"}}}
+
+
+def _key(f) -> Key:
+    low, high, said = _RANGES.get(f.name, (None, None, ""))
+    if f.name == "mpi_swap":
+        return Key(f.name, None, parse=_mpi_swap, json=_MPI_SWAP_JSON)
+    return Key(f.name, _default(f), choices=_CHOICES.get(f.name, ()), low=low, high=high, range_text=said,
+               shape=_SHAPES.get(f.name), multiline=f.name in _MULTILINE,
+               rule=_owned_rule(_OWNED[f.name]) if f.name in _OWNED else None)
+
+
+# A site file's keys: SiteProfile's fields (their defaults are the types), with the rules above.
+SCHEMA = Table([_key(f) for f in fields(SiteProfile) if f.name not in ("name", "source")], "site")
+
+
 def parse_site(name: str, text: str, source: str = "") -> SiteProfile:
     """Validate one site TOML against the schema (unknown keys list the valid ones)."""
     label = source or name
     raw = files.parse_toml(text, label)  # malformed or nested too deep: one line naming the file
-    bad = sorted(set(raw) - set(_SCHEMA))
-    if bad:
-        raise UsageError(f"{label}: unknown key(s) {', '.join(bad)}; valid: {', '.join(sorted(_SCHEMA))}")
-    values = {k: _mpi_swap(label, v) if k == "mpi_swap" else _coerce(label, k, v) for k, v in raw.items()}
+    values = SCHEMA.read(label, raw)
     for pattern in values.get("hostnames", ()):
         try:
             re.compile(pattern)
         except re.error as exc:
             raise UsageError(f"{label}: bad hostnames regex {pattern!r}: {exc}") from None
-    offered, preferred = values.get("runtimes", ()), values.get("runtime", _default(_SCHEMA["runtime"]))
+    offered, preferred = values.get("runtimes", ()), values.get("runtime", SCHEMA.keys["runtime"].default)
     if offered and preferred not in offered:
         raise UsageError(f"{label}: runtime {preferred!r} is not among the site's runtimes: {', '.join(offered)}")
     return SiteProfile(name=name, source=source, **values)
