@@ -10,9 +10,9 @@
 #
 # Format: NAME=VALUE, one per line, no quotes or spaces in the value; a trailing "# nvidia" or
 # "# amd" limits a line to images with the CUDA (NCCL) or ROCm (RCCL) plugin.
-# Source: HPE Slingshot NCCL/RCCL application notes (shs-ccl-docs, 2026-04-30), the HPE column of
-# shared/reference/sites.md §1b and §7.1. NCCL_NET itself is not here: 20-nccl-net.sh forces it
-# only for multi-node steps with the plugin present.
+# Source: HPE Slingshot NCCL/RCCL application notes (HewlettPackard/shs-ccl-docs, 2026-04-30);
+# each value and its reason: docs/sites.md, "Slingshot profile". NCCL_NET itself is not here:
+# 20-nccl-net.sh forces it only for multi-node steps with the plugin present.
 NCCL_SOCKET_IFNAME=hsn
 NCCL_NET_GDR_LEVEL=PHB
 NCCL_CROSS_NIC=1

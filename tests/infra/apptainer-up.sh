@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # A real Apptainer for the tests, from Debian's package archives by name (no binary from anywhere
-# else), as ../shared/reference/apptainer.md verified it: Debian's stable suites do not carry
-# Apptainer, its unstable suite (sid) does, built against glibc 2.38+, so it runs here with a
-# private C library from trixie (libc6, libseccomp2, libsqlite3-0) that its binaries are patched
-# to load (patchelf: interpreter and RPATH). Idempotent: a prefix that already runs is kept.
+# else), as docs/development.md, "Apptainer on the test machine", records: Debian's stable suites
+# do not carry Apptainer, its unstable suite (sid) does, built against glibc 2.38+, so it runs
+# here with a private C library from trixie (libc6, libseccomp2, libsqlite3-0) that its binaries
+# are patched to load (patchelf: interpreter and RPATH). Idempotent: a prefix that already runs
+# is kept.
 #
 #   1. the apptainer group of packages.txt (patchelf, squashfs-tools, uidmap, squashfuse, …)
 #   2. a private apt configuration (sid + trixie, the host's own Debian mirror; /etc/apt untouched)

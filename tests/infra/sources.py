@@ -8,8 +8,9 @@ sources, and components.toml pins each of them with its sha256:
 - Debian's source archive: alternates whose url is `debian:pool/…` (Debian's repacked
   `.orig.tar.xz`, pinned with the sha256 of Debian's `.dsc`). The archive's address is read from
   this machine's apt sources by install/lib.sh's debian_url, never written in the repository.
-- tests/infra/mirror/: byte-identical copies of GitHub tag archives (from ../shared/mirror, see its
-  SHA256SUMS), for the alternates whose url is a `github.com/OWNER/REPO/archive/` address.
+- tests/infra/mirror/: byte-identical copies of GitHub tag archives (from the project's source
+  mirror of GitHub archives; tests/infra/mirror/SHA256SUMS lists them), for the alternates whose
+  url is a `github.com/OWNER/REPO/archive/` address.
 Only the named component versions are fetched (tests/infra/gpu-recipe.sh names its set). Each
 file is written under the name install/lib.sh's `fetch` looks for (the url's last part) once
 its sha256 matches; a mismatch stops with the file's name and both digests.

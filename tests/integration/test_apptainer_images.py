@@ -5,8 +5,8 @@ PAYLOAD` one payload, `apptainer run X.sif CMD` a command; `apptainer test` runs
 `run-help`/`inspect --helpfile` list the payloads; the labels are the Docker image's. The SIFs come
 from the session fixtures in tests/conftest.py (`pytorch_cpu_sif`: `hpcai sif`; `pytorch_cpu_def_sif`:
 `hpcai build --builder apptainer`), each made once and cached across sessions. As root on these
-machines Apptainer runs a SIF only in user-namespace mode (../shared/reference/apptainer.md: root's
-bounding set lacks one capability), hence --userns on every run.
+machines Apptainer runs a SIF only in user-namespace mode (root's bounding set lacks one capability:
+docs/development.md, "Apptainer on the test machine"), hence --userns on every run.
 """
 
 from __future__ import annotations

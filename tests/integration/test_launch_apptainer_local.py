@@ -2,10 +2,10 @@
 
 Ranks run in a small real SIF of the Debian base (`debian_sif`, /bin/sh and coreutils, no python),
 so every payload here is `--cmd -- sh -c …`. As root on these machines Apptainer runs only in
-user-namespace mode (root's bounding set lacks CAP_SYS_RESOURCE, ../shared/reference/apptainer.md),
-so every launch passes `--userns`, and one test proves that a launch without it is refused before
-anything starts. What the argv of a rank was is read from the run record's plan.json; what reached
-a rank is read inside the container, from its log.
+user-namespace mode (root's bounding set lacks CAP_SYS_RESOURCE: docs/development.md, "Apptainer
+on the test machine"), so every launch passes `--userns`, and one test proves that a launch
+without it is refused before anything starts. What the argv of a rank was is read from the run
+record's plan.json; what reached a rank is read inside the container, from its log.
 
 Under `--containall` a rank sees only what is bound, so the tests that leave marker files bind
 their own folder (`--bind`). `--containall` also gives each rank its own PID namespace: ranks are

@@ -27,7 +27,7 @@ def test_every_pinned_source_has_version_url_and_sha256():
         assert name in comps
     for comp in comps.values():
         for src in comp.known.values():
-            # rccl-tests alone has no trusted checksum (reference versions.md, "Missing").
+            # rccl-tests alone has no trusted checksum for its release tag (an alternate: --allow-unverified).
             assert HEX64.match(src.sha256) or (comp.name == "rccl-tests" and not src.verified), \
                 (comp.name, src.version)
             # Debian's repacks are `debian:pool/…` paths under the build's own Debian archive.

@@ -20,7 +20,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[2]
-# site -> (preferred, offered); sites.md §1a and §6, and each site's own documentation
+# site -> (preferred, offered); docs/sites.md (each site, and "Other container paths"), from each
+# site's own documentation
 RUNTIMES = {
     "cray-ex-amd": ("apptainer", ("apptainer", "singularity", "charliecloud")),
     "cray-ex-nvidia": ("apptainer", ("apptainer", "singularity", "podman-hpc", "charliecloud")),

@@ -8,7 +8,8 @@ Compute nodes see only images `podman-hpc migrate` has squashed onto shared stor
 it; a local build needs it): hpcai runs it once before the step (`prepare`). podman passes a
 host variable by name (`-e NAME`) or by prefix (`-e 'SLURM_*'`), so the per-rank variables the
 entrypoint needs reach the container without a shim. Sources: NERSC podman-hpc 1.2.2
-(podman_hpc.py, etc/podman_hpc/modules.d), shared/reference/sites.md §2.1 and §6.
+(podman_hpc.py, etc/podman_hpc/modules.d), docs.nersc.gov/machinelearning/launchers; docs/sites.md,
+"Other container paths".
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ which wins (Sarus user guide, "Environmental Transfer"): no rank shim is needed.
 the host's MPICH-ABI MPI in through Sarus's MPI hook, which fails on an image without MPICH, so it
 is passed only for MPICH images. The image's ENTRYPOINT (hpcai-entrypoint) runs unless
 --no-entrypoint, which gives `--entrypoint` with no value. Sources: eth-cscs/sarus
-doc/user/user_guide.rst and config docs (1.7), shared/reference/sites.md §6.
+doc/user/user_guide.rst and config docs (1.7); docs/sites.md, "Other container paths".
 """
 
 from __future__ import annotations
