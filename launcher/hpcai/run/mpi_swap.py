@@ -29,8 +29,6 @@ class Swap(NamedTuple):
     warnings: list[str]
 
 
-OFF = Swap([], {}, "", [])
-
 
 def wanted(site: SiteProfile, image_mpi: str, asked: bool | None) -> tuple[bool, str]:
     """(swap or not, a note for the user or ""). asked: --host-mpi (True), --no-host-mpi (False),
