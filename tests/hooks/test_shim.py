@@ -306,6 +306,6 @@ def test_bad_options_exit_2(shell, options, message):
 
 
 def test_plans_point_at_this_file():
-    from hpcai.run.site import Host
+    from hpcai.run.host import Host
 
     assert Host().shim() == ["/bin/sh", str(SHIM)]

@@ -14,7 +14,9 @@ from hpcai import payloads
 from hpcai.errors import UsageError
 from hpcai.run import scheduler
 from hpcai.run import site as sitemod
-from hpcai.run.site import SBATCH_OWN, SLURM_OTHER, SRUN_OWN, owned_option, parse_site
+from hpcai.run import slurm_options
+from hpcai.run.site import parse_site
+from hpcai.run.slurm_options import SBATCH_OWN, SLURM_OTHER, SRUN_OWN, owned_option
 
 pytestmark = pytest.mark.hostile
 
@@ -130,8 +132,8 @@ def spellings(name: str) -> list[str]:
     (each prefix that is not itself the exact name of another option)."""
     out = [f"--{name}", f"--{name}=1", f"--{name} 1"]
     out += [f"--{name[:i]}=1" for i in range(1, len(name)) if name[:i] not in SLURM_OTHER]
-    letters = [k for k, v in sitemod._SHORT.items() if v == name] + \
-              [k for k, v in sitemod._SHORT_FLAGS.items() if v == name]
+    letters = [k for k, v in slurm_options._SHORT.items() if v == name] + \
+              [k for k, v in slurm_options._SHORT_FLAGS.items() if v == name]
     for k in letters:  # attached, separate, after a flag in a group, with '='
         out += [f"-{k}", f"-{k}5", f"-{k}/x", f"-l{k}5", f"-vu{k}", f"-{k}=5"]
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from hpcai.run.site import Host
+from hpcai.run.host import Host
 
 GOLDEN = Path(__file__).parent / "golden_launch"
 PY = "/usr/bin/python3"

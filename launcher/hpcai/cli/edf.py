@@ -30,7 +30,8 @@ def register(app: typer.Typer) -> None:
         from hpcai.output import emit, plain, say
         from hpcai.run import edf
         from hpcai.run.environment import check_rank_vars, merge_binds, parse_binds, parse_env
-        from hpcai.run.site import Host, load_site, site_binds
+        from hpcai.run.host import Host
+        from hpcai.run.site import load_site, site_binds
         from hpcai.run.slingshot import profile_env
 
         profile = load_site(site)

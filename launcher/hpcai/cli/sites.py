@@ -45,7 +45,8 @@ def register(app: typer.Typer) -> None:
         from dataclasses import asdict
 
         from hpcai.redact import redact_env
-        from hpcai.run.site import Host, load_site, site_binds
+        from hpcai.run.host import Host
+        from hpcai.run.site import load_site, site_binds
 
         site = load_site(name)
         binds, warnings = site_binds(site, Host())

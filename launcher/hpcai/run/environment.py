@@ -14,7 +14,8 @@ from hpcai.errors import UsageError
 from hpcai.run.edf import hooks_on, without_swap
 from hpcai.run.model import DATA_MOUNT, LaunchOptions
 from hpcai.run.runtimes import Runtime
-from hpcai.run.site import ENV_NAME, Host, SiteProfile, bind_dest, bind_ok, site_binds, split_bind
+from hpcai.run.host import Host
+from hpcai.run.site import ENV_NAME, SiteProfile, bind_dest, bind_ok, site_binds, split_bind
 from hpcai.run.slingshot import profile_env
 
 

@@ -17,7 +17,8 @@ import os
 from typing import NamedTuple
 
 from hpcai.errors import UsageError
-from hpcai.run.site import Host, SiteProfile, _version_key, bind_ok
+from hpcai.run.host import Host, version_key
+from hpcai.run.site import SiteProfile, bind_ok
 
 MPI_NAMES = {"ompi": "Open MPI", "none": "no MPI"}
 
@@ -56,7 +57,7 @@ def newest_per_name(paths: list[str]) -> list[str]:
     """One file per name: of several versions (/opt/cray/pe/pmi/6.1.13/lib/libpmi.so.0 and 6.1.14's),
     the newest by version numbers, as for the site's libfabric."""
     best: dict[str, str] = {}
-    for path in sorted(paths, key=_version_key):
+    for path in sorted(paths, key=version_key):
         best[os.path.basename(path)] = path
     return [best[name] for name in sorted(best)]
 
@@ -66,7 +67,7 @@ def plan_swap(site: SiteProfile, host: Host, asked: bool | None) -> Swap:
     is a warning (the image's MPI runs), or an error when --host-mpi asked for it by name."""
     swap = site.mpi_swap
     assert swap is not None
-    libs = [p for p in sorted(host.glob(swap.lib), key=_version_key, reverse=True) if bind_ok(p)]
+    libs = [p for p in sorted(host.glob(swap.lib), key=version_key, reverse=True) if bind_ok(p)]
     if not libs:
         why = f"no host MPI: nothing matches the site's mpi_swap.lib {swap.lib} on this host"
         if asked:

@@ -30,7 +30,8 @@ from hpcai.paths import ENTRYPOINT
 from hpcai.run.runtimes import ContainerSpec, Runtime, get_runtime, step
 from hpcai.run.scheduler import geometry, with_profile
 from hpcai.run.shim import container_name, joins, needs_shim, shares_nodes, shim_argv
-from hpcai.run.site import Host, SiteProfile, resolve_site
+from hpcai.run.host import Host
+from hpcai.run.site import SiteProfile, resolve_site
 
 Wrap = Callable[[list[str]], list[str]]
 

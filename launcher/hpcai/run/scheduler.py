@@ -11,14 +11,15 @@ from typing import Any
 from hpcai.errors import UsageError, has_control, one_line, unknown
 from hpcai.run.model import Backend, Geometry, LaunchOptions
 from hpcai.run.options import MPI_TYPES
-from hpcai.run.site import GPUS_PER_NODE_MAX, SRUN_OWN, SiteProfile, owned_option
+from hpcai.run.site import GPUS_PER_NODE_MAX, SiteProfile
+from hpcai.run.slurm_options import SRUN_OWN, owned_option
 
 
 def check_srun_args(args: tuple[str, ...], source: str = "--srun-arg") -> tuple[str, ...]:
     """`--srun-arg=--exclusive` …: options srun takes that hpcai has no flag for (HPE's Llama runs:
     --ntasks-per-socket=1 --sockets-per-node=4 --exclusive), after the site's own srun_options.
     source names where they came from (--srun-arg, or a payload profile's srun_args) in the error;
-    site.owned_option is the one check of the options hpcai sets itself, for every source."""
+    slurm_options.owned_option is the one check of the options hpcai sets itself, for every source."""
     for arg in args:
         if not arg.startswith("-") or arg in ("-", "--") or has_control(arg):
             raise UsageError(f"{source} {arg!r}: expected one srun option such as --exclusive or "

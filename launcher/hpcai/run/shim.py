@@ -12,7 +12,8 @@ from typing import Any
 from hpcai import record
 from hpcai.run.model import Backend, Geometry, LaunchOptions, PayloadCall
 from hpcai.run.runtimes import Runtime
-from hpcai.run.site import Host, SiteProfile
+from hpcai.run.host import Host
+from hpcai.run.site import SiteProfile
 
 
 def group_word(run_dir: Path) -> str:

@@ -12,11 +12,8 @@ are pure functions of (options, site, host) and tests can pass a `FakeHost`-like
 
 from __future__ import annotations
 
-import glob as _glob
 import os
 import re
-import subprocess
-import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -25,6 +22,8 @@ from hpcai import files
 from hpcai.run.backends import BACKENDS  # the registries: no implementation is imported
 from hpcai.errors import UsageError, has_control, unknown
 from hpcai.resources import package_file
+from hpcai.run.host import Host, version_key
+from hpcai.run.slurm_options import SBATCH_OWN, SRUN_OWN, owned_option
 from hpcai.schema import Key, Shape, Table
 from hpcai.run.options import MPI_TYPES  # declared with --mpi, the launch option
 from hpcai.run.runtimes import RUNTIMES
@@ -104,110 +103,6 @@ def bind_ok(spec: str) -> bool:
     src, dst = parts[0], (parts[1] if len(parts) > 1 else parts[0])
     return (len(parts) <= 2 or (len(parts) == 3 and parts[2] in BIND_OPTIONS)) and src.startswith("/") \
         and dst.startswith("/") and "," not in spec and not has_control(spec)
-
-
-# --- Scheduler options hpcai sets itself --------------------------------------------------------
-# A copy from --srun-arg, a payload profile's srun_args or a site's srun_options/sbatch_options
-# would contradict the plan (or, for --output/--error, put the logs outside the record). Slurm
-# reads an option in three spellings, and each is checked: the long name, an abbreviation of it
-# (getopt_long: `--outp` is --output when no other option starts so), and the short letter, with
-# its value attached or not (`-N5`, `-o/x`, letters grouped as `-lN5`).
-# long name -> the hpcai setting that decides it
-SRUN_OWN = {"nodes": "--nodes", "ntasks-per-node": "--ntasks-per-node", "ntasks": "--nodes × --ntasks-per-node",
-            "nodelist": "--nodelist", "cpus-per-task": "--cpus-per-task", "gpus-per-node": "--gpus-per-node",
-            "gpus-per-task": "--per-gpu", "mpi": "--mpi", "kill-on-bad-exit": "one failed rank ends the step",
-            "output": "the record's logs/", "error": "the record's logs/", "partition": "--partition",
-            "account": "--account", "time": "--time"}
-# what `hpcai submit` writes on its own #SBATCH lines (submit.sbatch_script)
-SBATCH_OWN = {**{k: v for k, v in SRUN_OWN.items() if k not in ("mpi", "kill-on-bad-exit", "gpus-per-task")},
-              "output": "the record's slurm-%j.out", "error": "the record's slurm-%j.out",
-              "job-name": "hpcai-PAYLOAD"}
-# Other srun/sbatch long options (Slurm 23-24), so that an exact name such as --gpus (which
-# begins --gpus-per-node) is read as itself, as getopt_long reads it. An abbreviation that begins
-# an owned name is refused even when it also begins others: Slurm refuses it as ambiguous, or a
-# Slurm with fewer options reads it as the owned one.
-SLURM_OTHER = frozenset((
-    "accel-bind acctg-freq array batch bb bbf begin bcast bcast-exclude chdir clusters comment constraint "
-    "container container-id contiguous core-spec cores-per-socket cpu-bind cpu-freq cpus-per-gpu dependency "
-    "deadline delay-boot disable-status distribution epilog exact exclude exclusive export export-file "
-    "extra extra-node-info get-user-env gid gpu-bind gpu-freq gpus gpus-per-socket gres gres-flags help "
-    "het-group hint hold ignore-pbs immediate input jobid kill-command label licenses mail-type mail-user "
-    "mcs-label mem mem-bind mem-per-cpu mem-per-gpu mincpus multi-prog network nice no-allocate nodefile "
-    "no-kill no-requeue ntasks-per-core ntasks-per-gpu ntasks-per-socket open-mode overcommit oversubscribe "
-    "parsable power prefer priority profile prolog propagate pty qos quiet quit-on-interrupt reboot "
-    "relative requeue reservation resv-ports send-libs signal sockets-per-node spread-job switches "
-    "task-epilog task-prolog test-only thread-spec threads threads-per-core time-min tmp tres-bind "
-    "tres-per-task uid unbuffered usage use-min-nodes verbose version wait wait-all-nodes wckey whole "
-    "wrap x11").split())
-# short letter -> long name; letters that take a value end a group (`-lN5`: -l, then -N 5)
-_SHORT = {"A": "account", "B": "extra-node-info", "C": "constraint", "D": "chdir", "G": "gpus", "J": "job-name",
-          "K": "kill-on-bad-exit", "L": "licenses", "M": "clusters", "N": "nodes", "S": "core-spec", "T": "threads",
-          "W": "wait", "a": "array", "b": "begin", "c": "cpus-per-task", "d": "dependency", "e": "error",
-          "i": "input", "k": "no-kill", "m": "distribution", "n": "ntasks", "o": "output", "p": "partition",
-          "q": "qos", "r": "relative", "t": "time", "w": "nodelist", "x": "exclude", "I": "immediate"}
-_SHORT_FLAGS = {"E": "preserve-env", "H": "hold", "O": "overcommit", "Q": "quiet", "X": "disable-status",
-                "Z": "no-allocate", "h": "help", "l": "label", "s": "oversubscribe", "u": "unbuffered",
-                "v": "verbose", "V": "version"}
-
-
-def _long_names(word: str, owned: dict[str, str]) -> list[str]:
-    """The owned long option(s) `--NAME[=V]` may mean, as getopt_long resolves it."""
-    name = word[2:].partition("=")[0]
-    if not name or name in SLURM_OTHER:
-        return []
-    if name in owned:
-        return [name]
-    return sorted(n for n in owned if n.startswith(name))
-
-
-def _short_names(word: str, owned: dict[str, str]) -> tuple[str, list[str]]:
-    """(`-N`, [its owned long name]) for the owned option a group of short letters `-lN5` holds,
-    else ("", []): letters after one that takes a value are that value."""
-    for letter in word[1:]:
-        long = _SHORT.get(letter) or _SHORT_FLAGS.get(letter)
-        if long in owned:
-            return f"-{letter}", [long]
-        if letter in _SHORT:
-            return "", []
-        # a flag, or a letter Slurm may know and we do not: read on, so an owned one after it counts
-    return "", []
-
-
-def owned_option(token: str, owned: dict[str, str]) -> str | None:
-    """Why TOKEN (one srun/sbatch argument, or a site's option line) sets an option hpcai sets
-    itself, else None: `hpcai sets --output itself (the record's logs/)`."""
-    for word in token.split():
-        if not word.startswith("-") or word in ("-", "--"):
-            continue  # a separate value, as in ["--constraint", "gpu"]
-        if word.startswith("--"):
-            typed, names = word.partition("=")[0], _long_names(word, owned)
-        else:
-            typed, names = _short_names(word, owned)
-        if not names:
-            continue
-        who = "; ".join(dict.fromkeys(owned[n] for n in names))
-        if typed == f"--{names[0]}" and len(names) == 1:
-            return f"hpcai sets {typed} itself ({who})"
-        # an abbreviation several options begin (owned or not) is one Slurm refuses or may read as ours
-        others = typed.startswith("--") and any(o.startswith(typed[2:]) for o in SLURM_OTHER)
-        verb = "may stand for" if len(names) > 1 or others else "stands for"
-        return f"hpcai sets {typed} itself ({who}; {typed} {verb} {' or '.join('--' + n for n in names)})"
-    return None
-
-
-def option_name(word: str) -> str:
-    """The Slurm long name an option word sets, as getopt_long reads it: `--distribution=*:block`,
-    `--distrib=…` (an abbreviation only one option begins) and `-m *:block` are all
-    "distribution". A word it cannot name for sure (grouped short letters, an ambiguous or
-    unknown abbreviation) is its own name, so only its exact repetition counts as the same."""
-    if word.startswith("--"):
-        name = word[2:].partition("=")[0]
-        known = SLURM_OTHER | SRUN_OWN.keys() | SBATCH_OWN.keys()
-        begins = [n for n in known if n.startswith(name)] if name not in known else [name]
-        return begins[0] if len(begins) == 1 else word
-    if len(word) >= 2 and word[0] == "-" and (word[1] in _SHORT or (len(word) == 2 and word[1] in _SHORT_FLAGS)):
-        return _SHORT.get(word[1]) or _SHORT_FLAGS[word[1]]
-    return word
 
 
 # The shape of the values the launch writes into argv, binds and generated scripts, checked when
@@ -383,78 +278,6 @@ def resolve_site(name: str | None, host: Host | None = None) -> SiteProfile:
     return load_site(name or os.environ.get("HPCAI_SITE") or detect_site(host))
 
 
-def _version_key(path: str) -> list:
-    # /opt/cray/libfabric/1.22.0/lib64 sorts above 1.15.2.0 (numbers compared as numbers)
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path)]
-
-
-class Host:
-    """The machine hpcai runs on, as seen by planning. Tests substitute their own."""
-
-    def exists(self, path: str) -> bool:
-        return os.path.exists(path)
-
-    def glob(self, pattern: str) -> list[str]:
-        return _glob.glob(pattern)
-
-    def realpath(self, path: str) -> str:
-        return os.path.realpath(path)
-
-    def ldconfig_dir(self, soname: str) -> str | None:
-        """Folder where the dynamic loader finds `soname` (`ldconfig -p`), if any."""
-        exe = self.which("ldconfig") or "/sbin/ldconfig"
-        try:
-            res = subprocess.run([exe, "-p"], capture_output=True, text=True, timeout=10, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        for line in res.stdout.splitlines():
-            if line.strip().startswith(soname + " ") and "=>" in line:
-                return str(Path(line.split("=>", 1)[1].strip()).parent)
-        return None
-
-    # socket and shutil are imported where needed: every launch pays for module imports
-    def hostname(self) -> str:
-        return os.uname().nodename  # what socket.gethostname() returns
-
-    def fqdn(self) -> str:
-        import socket
-
-        return socket.getfqdn() if "." not in self.hostname() else self.hostname()
-
-    def which(self, cmd: str) -> str | None:
-        import shutil
-
-        return shutil.which(cmd)
-
-    def resolve(self, name: str) -> str | None:
-        import socket
-
-        try:
-            return socket.gethostbyname(name)
-        except OSError:
-            return None
-
-    def environ(self) -> dict[str, str]:
-        return dict(os.environ)
-
-    def free_port(self) -> int:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-
-    def python(self) -> str:
-        return sys.executable
-
-    def shim(self) -> list[str]:
-        """argv prefix of the rank shim, entrypoints/hpcai-shim: POSIX sh, since it starts once
-        per rank (a Python start there cost more than hpcai's whole overhead budget)."""
-        from hpcai.resources import data_path
-
-        return ["/bin/sh", str(data_path("entrypoints", "hpcai-shim"))]
-
-
 def split_bind(spec: str) -> tuple[str, str]:
     """(SRC, DST[:ro|rw]): a bind's option stays on its destination, as runtimes write it."""
     src, _, dst = spec.partition(":")
@@ -470,7 +293,7 @@ def host_libfabric(site: SiteProfile, host: Host) -> str | None:
     """Newest match of the site's libfabric glob, else the loader's libfabric.so.1 folder."""
     if not site.libfabric:
         return None
-    matches = sorted(host.glob(site.libfabric), key=_version_key, reverse=True)
+    matches = sorted(host.glob(site.libfabric), key=version_key, reverse=True)
     return matches[0] if matches else host.ldconfig_dir("libfabric.so.1")
 
 

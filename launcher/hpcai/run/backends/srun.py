@@ -63,8 +63,8 @@ def once(argv: list[str]) -> list[str]:
     distribution/cpu_bind, the site's srun_options, the payload profile's srun_args, --srun-arg),
     so the later source wins; a profile repeating the site's `--distribution=*:block` no longer
     writes it twice. A token that is no option (`gpu` of ["--constraint", "gpu"]) is the previous
-    option's value. Options are named as Slurm reads them (site.option_name: `-m` is --distribution)."""
-    from hpcai.run.site import option_name
+    option's value. Options are named as Slurm reads them (slurm_options.option_name: `-m` is --distribution)."""
+    from hpcai.run.slurm_options import option_name
 
     groups: dict[str, list[str]] = {}  # option name -> its tokens (a dict keeps the first position)
     name = ""
@@ -199,7 +199,7 @@ def _cleanup_containers(plan: LaunchPlan, logs: Path, runtime) -> None:
     stop their peer groups' instances (apptainer's, by name) on every node that ran one."""
     from hpcai.labels import RUN
     from hpcai.run.shim import group_word
-    from hpcai.run.site import Host
+    from hpcai.run.host import Host
 
     what = (f"{RUN}={Path(plan.run_dir).name}" if runtime.engine
             else f"hpcai-*-{group_word(Path(plan.run_dir))}-*")
