@@ -9,7 +9,8 @@ import pytest
 
 from hpcai.errors import UsageError
 from hpcai.image.flavors import Mpi, flavors
-from hpcai.image.spec import make_spec, parse_mpi, parse_switch, split_image
+from hpcai.image.values import parse_mpi, parse_switch
+from hpcai.image.spec import make_spec, split_image
 
 ALL_FLAVORS = ["pytorch-ngc", "tensorflow-ngc", "pytorch-rocm", "tensorflow-rocm", "pytorch-poplar",
                "pytorch-cpu", "tensorflow-cpu"]
@@ -220,7 +221,7 @@ def test_real_bases_pass_their_grammar(base):
 
 def test_every_flavor_default_base_and_component_version_is_in_grammar():
     from hpcai.image import components
-    from hpcai.image.spec import BASE, VERSION
+    from hpcai.image.values import BASE, VERSION
 
     for name in ALL_FLAVORS:
         assert BASE.fullmatch(make_spec(name, sha="a", payloads="none").base), name

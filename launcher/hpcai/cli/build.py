@@ -199,7 +199,7 @@ def _build_sif(spec: ImageSpec, ctx: Path, bootstrap: str, output: Optional[Path
     from hpcai.image.render import render
 
     render(spec, "apptainer", bootstrap)  # an unknown bootstrap or a value the def refuses: exit 2 now
-    is_path = spec.base.startswith(("/", "."))  # spec.BASE: an image reference, or a /… or ./… path
+    is_path = spec.base.startswith(("/", "."))  # values.BASE: an image reference, or a /… or ./… path
     if bootstrap == "localimage" and not (is_path and Path(spec.base).exists()):
         raise UsageError(f"--bootstrap localimage builds on the SIF or sandbox folder given as --base, and "
                          f"{spec.base!r} is no such path; make one with `apptainer build --fakeroot base.sif "

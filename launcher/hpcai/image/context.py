@@ -18,7 +18,8 @@ from pathlib import Path
 
 from hpcai.image.render import payload_hooks, render
 from hpcai.resources import data_path
-from hpcai.image.spec import ImageSpec, payload_manifest
+from hpcai.image.values import payload_manifest
+from hpcai.image.spec import ImageSpec
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:

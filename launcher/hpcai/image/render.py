@@ -86,7 +86,7 @@ def payload_hooks(spec: ImageSpec) -> list[PayloadHooks]:
     checked when it was loaded (plain relative paths inside the folder); the folder itself, copied
     into the context whole, must not link out."""
     from hpcai.payloads import check_folder
-    from hpcai.image.spec import payload_manifest
+    from hpcai.image.values import payload_manifest
 
     hooks = []
     for name in spec.payloads:
@@ -285,9 +285,9 @@ def render_conversion(image: str, labels: Mapping[str, str], archive: str | None
     docker-daemon` with `From: IMAGE` (the Docker engine's image), or, given ARCHIVE (the file
     `podman save --format docker-archive` wrote), `Bootstrap: docker-archive` with `From: ARCHIVE`;
     then the run sections a def build gets, their %help read from LABELS (the image's own). IMAGE
-    must be an image reference (spec.IMAGE_REF): it is written into the def."""
+    must be an image reference (values.IMAGE_REF): it is written into the def."""
     from hpcai import __version__
-    from hpcai.image.spec import IMAGE_REF, REF_SHAPE
+    from hpcai.image.values import IMAGE_REF, REF_SHAPE
 
     shaped("IMAGE", image, IMAGE_REF, REF_SHAPE)
     bootstrap, source = ("docker-archive", archive) if archive else ("docker-daemon", image)

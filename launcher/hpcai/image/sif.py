@@ -97,7 +97,7 @@ def convert(image: str, output: Path | None, builder: str, dry_run: bool = False
     from hpcai.image.build import check_engine, part_path
 
     from hpcai.errors import shaped
-    from hpcai.image.spec import IMAGE_REF, REF_SHAPE
+    from hpcai.image.values import IMAGE_REF, REF_SHAPE
 
     operand("IMAGE", image)  # the option rule in its own words (the grammar below refuses it too)
     shaped("IMAGE", image, IMAGE_REF, REF_SHAPE)  # before it reaches an engine, a command or the def
