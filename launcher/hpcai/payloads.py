@@ -347,9 +347,23 @@ def _metrics(raw: dict[str, Any]) -> tuple[MetricSpec, ...]:
 
 
 def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
-    """Structural checks a manifest must pass; errors name the file and the bad key."""
+    """Structural checks a manifest must pass, table by table, in this order (a manifest with
+    several faults reports the first); errors name the file and the bad key."""
     runner = _runner()
     where = f"payloads/{name}/payload.toml"
+    _check_keys(where, raw)
+    _check_var_floors(where, raw)
+    _check_downloads(where, raw)
+    if raw.get("geometry", "per-gpu") not in GEOMETRIES:
+        raise UsageError(f"{where}: geometry {raw.get('geometry')!r}; valid: {', '.join(GEOMETRIES)}")
+    _check_install(where, raw, folder)
+    _check_command(where, raw, folder, runner)
+    _check_metrics(where, raw, runner)
+    _check_profiles(name, where, raw, runner)
+
+
+def _check_keys(where: str, raw: dict[str, Any]) -> None:
+    """Every table's keys are known (KEYS): a key written after a table header lands in that table."""
     tables = [("", raw), ("run", raw.get("run", {})), ("requires", raw.get("requires", {}))]
     tables += [("metric", spec) for spec in raw.get("metrics", {}).values()]
     tables += [("var", spec) for spec in raw.get("vars", {}).values()]
@@ -363,6 +377,9 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
         for key in table:
             if key not in KEYS[kind]:
                 raise unknown(f"key in {where} ({kind or 'top level'}):", key, KEYS[kind])
+
+
+def _check_var_floors(where: str, raw: dict[str, Any]) -> None:
     for var, spec in raw.get("vars", {}).items():
         floor, default = spec.get("min", 0), spec.get("default")
         numeric = isinstance(default, (int, float)) and not isinstance(default, bool)
@@ -370,6 +387,10 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
                                   and math.isfinite(floor) and floor <= default):
             raise UsageError(f"{where}: vars.{var}.min must be a number no larger than its default, "
                              "on a variable whose default is a number")
+
+
+def _check_downloads(where: str, raw: dict[str, Any]) -> None:
+    """`downloads` and `install.<family>.downloads`: lists of components.toml names."""
     for table, label in [(raw, "downloads")] + [(t, f"install.{f}.downloads")
                                                  for f, t in raw.get("install", {}).items() if isinstance(t, dict)]:
         downloads = table.get("downloads", [])
@@ -381,8 +402,10 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
             for component in downloads:
                 if component not in names():
                     raise unknown(f"component in {where} {label}:", component, names())
-    if raw.get("geometry", "per-gpu") not in GEOMETRIES:
-        raise UsageError(f"{where}: geometry {raw.get('geometry')!r}; valid: {', '.join(GEOMETRIES)}")
+
+
+def _check_install(where: str, raw: dict[str, Any], folder: Path) -> None:
+    """[install.<family>]: build/runtime scripts inside the payload folder, compilers a switch."""
     install = raw.get("install", {})
     if not isinstance(install, dict) or not all(isinstance(t, dict) for t in install.values()):
         raise UsageError(f"{where}: install must hold tables install.<family> of build/runtime scripts")
@@ -395,10 +418,14 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
                     raise UsageError(f"{where}: install.{family}.compilers must be true or false")
                 continue
             if stage == "downloads":
-                continue  # checked with the top-level list above
+                continue  # checked with the top-level list (_check_downloads)
             if stage not in ("build", "runtime"):
                 raise unknown(f"install stage in {where}:", stage, ("build", "runtime", "compilers", "downloads"))
             inside(folder, script, f"{where}: install.{family}.{stage}")
+
+
+def _check_command(where: str, raw: dict[str, Any], folder: Path, runner: ModuleType) -> None:
+    """run.command: paths inside the folder, flags of true/false variables, known variables only."""
     known = set(raw.get("vars", {})) | set(BUILTIN_VARS)
     for token in raw.get("run", {}).get("command", []):
         _check_dir_path(folder, token, f"{where}: run.command")
@@ -408,6 +435,9 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
         for var in runner.VAR_RE.findall(token):
             if var not in known:
                 raise UsageError(f"{where}: command uses undefined variable {{{var}}}")
+
+
+def _check_metrics(where: str, raw: dict[str, Any], runner: ModuleType) -> None:
     for mname, spec in raw.get("metrics", {}).items():
         if spec.get("better", "higher") not in ("higher", "lower"):
             raise UsageError(f"{where}: metrics.{mname}.better must be higher or lower")
@@ -418,6 +448,10 @@ def check_manifest(name: str, raw: dict[str, Any], folder: Path) -> None:
         if "file" in spec:  # read from the run's output folder, on the host too
             shaped(f"{where}: metrics.{mname}.file", _text(spec["file"], f"{where}: metrics.{mname}.file"),
                    REL_PATH, f"a file in the run's output folder: {REL_PATH_SHAPE}")
+
+
+def _check_profiles(name: str, where: str, raw: dict[str, Any], runner: ModuleType) -> None:
+    """[launch.<profile>] and [sources.<profile>] name profiles; each profile resolves."""
     profiles = raw.get("profiles", {})
     for table in ("launch", "sources"):
         for prof, entry in raw.get(table, {}).items():
