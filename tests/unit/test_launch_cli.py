@@ -14,6 +14,7 @@ import pytest
 from test_plan_helpers import CRAY, check_golden
 
 from hpcai.run.options import options_argv
+from hpcai.run.site import available_sites
 from hpcai.run.submit import sbatch_script
 from hpcai.run.plan import LaunchOptions, plan_launch
 
@@ -115,9 +116,7 @@ def test_submit_hands_an_absolute_done_file_to_the_jobs_launch(hpcai, tmp_path, 
 def test_sites_and_doctor(hpcai):
     res = hpcai("sites", "list", "--json")
     names = [s["name"] for s in json.loads(res.stdout)]
-    assert names == ["cray-ex-amd", "cray-ex-nvidia", "cscs-alps", "generic-ib", "generic-slurm", "jedi", "jsc-ib",
-                     "jureca-a100", "jureca-gc200", "jureca-gh200", "jureca-h100", "jureca-mi250", "jureca-waih100",
-                     "local"]
+    assert names == available_sites() and "local" in names  # the one search path, read twice
     show = json.loads(hpcai("sites", "show", "jsc-ib", "--json").stdout)
     assert show["master_addr_suffix"] == "i" and show["mpi"] == "pspmix"
     text = hpcai("sites", "show", "cray-ex-nvidia")
