@@ -19,6 +19,7 @@ from hpcai.payloads import available_payloads, load_payload
 from hpcai.results import export, runs
 from hpcai.run import site as sites
 from hpcai.run.backends.srun import once
+from hpcai.run.slurm_options import option_name
 
 pytestmark = pytest.mark.hostile
 
@@ -174,7 +175,7 @@ def test_no_srun_option_twice_for_any_site_and_profile(site, payload, profile, t
                 str(tmp_path / "r"), "--profile", profile, "--srun-arg=-m*:cyclic", payload)
     assert res.exit_code == 0, res.stderr
     options = srun_options(json.loads(res.stdout)["argv"])
-    names = [sites.option_name(o) for o in options]
+    names = [option_name(o) for o in options]
     assert len(names) == len(set(names)), options
     assert "-m*:cyclic" in options  # the user's, the last source, wins
 
