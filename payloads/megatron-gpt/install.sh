@@ -3,7 +3,9 @@
 # On CUDA images also CARAML's own code path: Megatron-LM at f7727433 with CARAML's NVIDIA patch
 # applied as its setup_nvidia_llm.sh does, and CARAML's GPT-2 tokenizer files, from their
 # checksummed archives (components.toml: megatron-lm, caraml), plus what Megatron's
-# preprocess_data.py imports (requirements-megatron-lm.txt). CARAML's ROCm run uses another
+# preprocess_data.py imports (requirements-megatron-lm.txt), jpwr (CARAML's patched pretrain_gpt.py
+# measures power with it), and port_torch.py's fallbacks for images without apex, flash-attn or
+# nvfuser (a tree with them runs as before). CARAML's ROCm run uses another
 # repository (bigcode-project/Megatron-LM @21045b5), which the source mirror does not hold: ROCm
 # images run Megatron Core only.
 set -euo pipefail
@@ -14,12 +16,17 @@ prefix=${HPCAI_PREFIX:-/opt/hpcai}
 if [ "${HPCAI_FAMILY:-}" = cuda ]; then
   : "${MEGATRON_LM_URL:?components manifest must provide megatron-lm}" "${MEGATRON_LM_SHA256:?}"
   : "${CARAML_URL:?components manifest must provide caraml}" "${CARAML_SHA256:?}"
+  : "${JPWR_URL:?components manifest must provide jpwr}" "${JPWR_SHA256:?}"
   command -v patch >/dev/null || { echo "megatron-gpt: patch (build-essential's) is needed to apply CARAML's patch" >&2; exit 1; }
   venv_install 'torch|numpy|packaging' -r requirements-megatron-lm.txt
+  jpwr=$(enter_source "$JPWR_URL" "$JPWR_SHA256" && pwd)
+  venv_install 'torch|numpy|packaging' "${jpwr}[pynvml]"
   share=$prefix/share/megatron-lm  # megatron_lm.py's tree()
+  here=$PWD  # this payload's folder: port_torch.py and megatron_torch_port.py
   caraml=$(enter_source "$CARAML_URL" "$CARAML_SHA256" && pwd)
   (enter_source "$MEGATRON_LM_URL" "$MEGATRON_LM_SHA256"
    patch -p1 --forward < "$caraml/llm_training/aux/nvidia_energy_llm_fix.patch"
+   "$prefix/venv/bin/python" "$here/port_torch.py" .
    install -d "$prefix/share"
    rm -rf "$share"
    cp -r . "$share")

@@ -46,7 +46,6 @@ import gpt_layout
 import megatron_lm
 
 GPT2_VOCAB = gpt_layout.GPT2_VOCAB
-TRAIN_SAMPLES = 300_000_000  # CARAML's --train-samples: the iteration count shown when --iters is 0
 SIGNAL_LEAD = 120  # CARAML's `#SBATCH --signal=B:12@120`: its job stops this many seconds before the limit
 
 
@@ -344,7 +343,7 @@ def main(argv=None):
         forward_backward = functools.partial(accumulate, config=config, device_type=device.type)
     nan_iterations, interval_start, losses, intervals = 0, time.time(), [], []
     last_stage = parallel_state.is_pipeline_last_stage()
-    total = args.iters or TRAIN_SAMPLES // size["gbs"]
+    total = args.iters or megatron_lm.TRAIN_SAMPLES // size["gbs"]  # the count shown when --iters is 0
     iteration = 0
     while iteration < total:
         iteration += 1

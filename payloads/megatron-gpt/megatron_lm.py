@@ -19,6 +19,7 @@ figures to rank 0, which reports. Standard library only at import: the host's te
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 
@@ -26,6 +27,13 @@ ELAPSED = re.compile(r"elapsed time per iteration \(s\):\s+([-+.\deE]+)")
 TFLOPS = re.compile(r"\| TFLOPs:\s+([-+.\deE]+)")
 NAN_ITERATIONS = re.compile(r"number of nan iterations:\s+(\d+)")
 ITERATION = re.compile(r"iteration\s+(\d+)/\s*\d+ \|")
+
+TRAIN_SAMPLES = 300_000_000  # CARAML's --train-samples, which its wall time cuts short
+# Megatron's index of a data set repeats its documents once per epoch (int32 entries, shuffled in
+# memory): past this a run cannot start, however soon its wall time would end it.
+MAX_INDEX_ENTRIES = 2**31 - 1
+ITEM_BYTES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 8, 7: 4, 8: 2}  # indexed_dataset.DType codes
+INDEX_MAGIC = b"MMIDIDX\x00\x00"
 
 
 def tree(prefix):
@@ -35,28 +43,45 @@ def tree(prefix):
             "merges": os.path.join(root, "caraml-tokenizers", "gpt2-merges.txt")}
 
 
+def with_tree(megatron):
+    """PYTHONPATH with the Megatron-LM tree first, what was there kept (packages installed beside)."""
+    return os.pathsep.join(filter(None, [megatron, os.environ.get("PYTHONPATH")]))
+
+
 def baked(prefix):
     t = tree(prefix)
     return os.path.isfile(os.path.join(t["megatron"], "pretrain_gpt.py")) and os.path.isfile(t["vocab"])
 
 
-# pretrain_gpt.py at f7727433 imports apex's fused optimizers unconditionally, and CARAML passes
-# --use-flash-attn; NGC images have carried both, a CPU image has neither.
-NEEDS = ("apex", "flash_attn")
+def ported(prefix):
+    """Whether install.sh ran port_torch.py on the baked tree (torch fallbacks for apex and flash-attn)."""
+    return os.path.isfile(os.path.join(tree(prefix)["megatron"], "megatron", "torch_port.py"))
+
+
+# pretrain_gpt.py at f7727433 imports apex's fused optimizers and kernels, and CARAML passes
+# --use-flash-attn; NGC images carry both, PyTorch's own wheels neither: port_torch.py falls back
+# to torch's equivalents there (megatron_torch_port.py).
+FAST_KERNELS = ("apex", "flash_attn")
+
+
+def kernels():
+    """Which kernels Megatron-LM runs with here: apex's and flash-attn's, or which the port replaces."""
+    import importlib.util
+
+    missing = [m for m in FAST_KERNELS if importlib.util.find_spec(m) is None]
+    if not missing:
+        return "apex+flash-attn"
+    return "torch (hpcai port for %s: megatron/torch_port.py)" % ", ".join(m.replace("_", "-") for m in missing)
 
 
 def unavailable(prefix, gpu):
     """Why Megatron-LM cannot run here (None: it can)."""
-    import importlib.util
-
     if not baked(prefix):
         return "Megatron-LM f7727433 is baked into CUDA images only (install.sh)"
     if not gpu:
         return "Megatron-LM f7727433's pretrain_gpt.py needs a GPU (CUDA and NCCL)"
-    missing = [m for m in NEEDS if importlib.util.find_spec(m) is None]
-    if missing:
-        return "Megatron-LM f7727433 with CARAML's arguments needs %s, missing here: %s" % (
-            " and ".join(NEEDS), ", ".join(missing))
+    if kernels() != "apex+flash-attn" and not ported(prefix):
+        return "Megatron-LM f7727433 needs apex and flash-attn, or the torch port (port_torch.py), which this tree lacks"
     return None
 
 
@@ -87,7 +112,7 @@ def prepare(text, workdir, prefix, python=sys.executable, workers=1):
     subprocess.run([python, os.path.join(t["megatron"], "tools", "preprocess_data.py"), "--input", jsonl,
                     "--output-prefix", out_prefix, "--vocab-file", t["vocab"], "--merge-file", t["merges"],
                     "--tokenizer-type", "GPT2BPETokenizer", "--append-eod", "--workers", str(workers)],
-                   check=True, cwd=t["megatron"], env=dict(os.environ, PYTHONPATH=t["megatron"]))
+                   check=True, cwd=t["megatron"], env=dict(os.environ, PYTHONPATH=with_tree(t["megatron"])))
     return out_prefix + "_text_document"  # preprocess_data.py's name for the "text" key
 
 
@@ -113,7 +138,7 @@ def caraml_argv(size, data_prefix, out, prefix, exit_duration, log_interval=5, i
                "--num-attention-heads", str(size["heads"]), "--seq-length", seq,
                "--max-position-embeddings", seq, "--micro-batch-size", str(size["micro"]),
                "--global-batch-size", str(size["gbs"]),
-               "--train-samples", str(iters * size["gbs"]) if iters else "300_000_000",
+               "--train-samples", str(iters * size["gbs"]) if iters else f"{TRAIN_SAMPLES:_}",  # CARAML's spelling
                "--vocab-file", t["vocab"], "--merge-file", t["merges"], "--tokenizer-type", "GPT2BPETokenizer",
                "--init-method-std", "0.0048", "--seed", "42", "--sequence-parallel", "--recompute-activations",
                "--recompute-granularity", "selective", *modelargs, *optimizerargs, *additionalargs,
@@ -125,6 +150,39 @@ def caraml_argv(size, data_prefix, out, prefix, exit_duration, log_interval=5, i
     return ["--tensor-model-parallel-size", str(size["tp"]), "--pipeline-model-parallel-size", str(size["pp"]),
             *gptargs, *outputargs, "--save", os.path.join(out, "checkpoints"), "--data-path", data_prefix,
             "--split", "7,3,1", "--distributed-backend", "nccl"]
+
+
+def train_samples(size, iters):
+    """CARAML's sample count, or ITERS global batches."""
+    return iters * size["gbs"] if iters else TRAIN_SAMPLES
+
+
+def corpus_size(data_prefix):
+    """(tokens, documents) of an indexed data set, from its .idx header and its .bin's size; None
+    for a file that is not Megatron's mmap format."""
+    try:
+        with open(data_prefix + ".idx", "rb") as fh:
+            head = fh.read(26)
+        code, docs = head[17], struct.unpack("<Q", head[18:26])[0]
+        return os.path.getsize(data_prefix + ".bin") // ITEM_BYTES[code], docs
+    except (OSError, IndexError, KeyError, struct.error):
+        return None
+
+
+def too_small(data_prefix, size, iters):
+    """Why Megatron-LM cannot index DATA_PREFIX for this run's samples (None: it can)."""
+    found = corpus_size(data_prefix)
+    if not found or not found[0]:
+        return None
+    tokens, docs = found
+    samples = train_samples(size, iters)
+    epochs = -(-samples * size["seq"] // tokens)
+    if epochs * docs <= MAX_INDEX_ENTRIES:
+        return None
+    return ("the data set %s (%d tokens, %d documents) is too small for %d samples of %d tokens: Megatron-LM "
+            "would index it %d times over. Give iters=N (N global batches), or a larger set (text=, "
+            "data_prefix=; CARAML trains on its OSCAR subset)" % (data_prefix, tokens, docs, samples, size["seq"],
+                                                                   epochs))
 
 
 def figures(lines):
@@ -178,9 +236,13 @@ def share_from_last(payload, rank, world):
 def run(size, model_size, data_prefix, out, prefix, exit_duration, log_interval, iters, accelerator, rank, world):
     """pretrain_gpt.py on this rank, its output passed through; rank 0 writes megatron-gpt.json.
     Returns the process's exit status."""
+    why = too_small(data_prefix, size, iters)
+    if why:
+        print("megatron-gpt: %s" % why, file=sys.stderr, flush=True)
+        return 2
     t = tree(prefix)
     os.makedirs(out, exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [t["megatron"], os.environ.get("PYTHONPATH")])),
+    env = dict(os.environ, PYTHONPATH=with_tree(t["megatron"]),
                CUDA_DEVICE_MAX_CONNECTIONS="1", TORCH_NCCL_ASYNC_ERROR_HANDLING="1",
                # CARAML's patch: on its systems a run that reaches the exit duration returns instead
                # of sys.exit() (its jpwr files are written after); ENERGY_PATH names them.
@@ -189,7 +251,7 @@ def run(size, model_size, data_prefix, out, prefix, exit_duration, log_interval,
             *caraml_argv(size, data_prefix, out, prefix, exit_duration, log_interval, iters)]
     if rank == 0:
         print("megatron-gpt: implementation=megatron-lm (Megatron-LM f7727433 + CARAML's NVIDIA patch) "
-              "data=%s" % data_prefix, flush=True)
+              "kernels=%s data=%s" % (kernels(), data_prefix), flush=True)
     lines = []
     with subprocess.Popen(argv, cwd=t["megatron"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, errors="replace") as proc:
@@ -197,6 +259,8 @@ def run(size, model_size, data_prefix, out, prefix, exit_duration, log_interval,
             sys.stdout.write(line)
             lines.append(line)
     got = share_from_last(summary(figures(lines), size, model_size), rank, world)
+    if got is not None:
+        got["kernels"] = kernels()
     if rank == 0:
         if got is None:
             print("megatron-gpt: Megatron-LM logged no iteration (exit %d)" % proc.returncode, flush=True)

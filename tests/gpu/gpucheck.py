@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -45,8 +46,13 @@ LAUNCHER_VARS = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_R
 
 # What each payload's Python needs (payload.toml's requires.modules, plus accelerate, which the
 # Hugging Face Trainer imports on PyTorch).
+# megatron-lm: what Megatron-LM f7727433's pretrain_gpt.py and preprocess_data.py import (its
+# vision modules, imported by training.py, need torchvision), CARAML's patch's jpwr, and pybind11
+# for the data helpers it compiles.
 NEEDS = {"sanity": (), "ddp-bench": ("torch",), "hf-clm": ("torch", "transformers", "accelerate"),
-         "megatron-gpt": ("torch", "megatron.core"), "openclip": ("torch", "torchvision", "open_clip", "training"), "mila-training": ("torch",)}
+         "megatron-gpt": ("torch", "megatron.core"),
+         "megatron-lm": ("torch", "torchvision", "einops", "nltk", "regex", "six", "jpwr", "pybind11"),
+         "openclip": ("torch", "torchvision", "open_clip", "training"), "mila-training": ("torch",)}
 
 
 # ------------------------------------------------------------------ where things go -----------
@@ -136,10 +142,43 @@ def amd_gpus() -> list[dict]:
     return parse_rocminfo(res.stdout) if res.returncode == 0 else []
 
 
-def rccl_tests_archive() -> tuple[Path, str]:
-    """rccl-tests at the commit components.toml pins, from the repository's mirror copy, and its sha256."""
-    record = tomllib.loads((LAUNCHER / "hpcai/image/components.toml").read_text())["components"]["rccl-tests"]
-    return REPO / "tests/infra/mirror/github/ROCm/rccl-tests" / f"{record['version']}.tar.gz", record["sha256"]
+# where each pinned component's archive sits in the repository's mirror copy
+MIRRORED = {"rccl-tests": "ROCm/rccl-tests", "megatron-lm": "NVIDIA/Megatron-LM", "caraml": "FZJ-JSC/CARAML"}
+
+
+def component_archive(name: str) -> tuple[Path, str]:
+    """NAME at the commit components.toml pins, from the repository's mirror copy, and its sha256."""
+    record = tomllib.loads((LAUNCHER / "hpcai/image/components.toml").read_text())["components"][name]
+    return REPO / "tests/infra/mirror/github" / MIRRORED[name] / f"{record['version']}.tar.gz", record["sha256"]
+
+
+def unpack_component(name: str, dest: Path) -> Path:
+    """NAME's checksummed archive unpacked under DEST: its top folder."""
+    archive, sha = component_archive(name)
+    if hashlib.sha256(archive.read_bytes()).hexdigest() != sha:
+        raise AssertionError(f"{archive}: sha256 differs from components.toml's {sha}")
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="data")
+        top = tar.getnames()[0].split("/")[0]
+    return dest / top
+
+
+def bake_megatron_lm(prefix: Path, workdir: Path) -> str:
+    """payloads/megatron-gpt/install.sh's CUDA step without an image: Megatron-LM f7727433 with
+    CARAML's NVIDIA patch and the torch port, and CARAML's GPT-2 files, under PREFIX/share/megatron-lm
+    (megatron_lm.py's tree). Returns what patch and the port printed."""
+    caraml = unpack_component("caraml", workdir / "src")
+    megatron = unpack_component("megatron-lm", workdir / "src")
+    patch = caraml / "llm_training/aux/nvidia_energy_llm_fix.patch"
+    done = subprocess.run(["patch", "-p1", "--forward", "-i", str(patch)], cwd=megatron, capture_output=True,
+                          text=True, check=True)
+    port = subprocess.run([sys.executable, str(PAYLOADS / "megatron-gpt/port_torch.py"), str(megatron)],
+                          capture_output=True, text=True, check=True)
+    share = prefix / "share" / "megatron-lm"
+    share.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(megatron, share)
+    shutil.copytree(caraml / "llm_training/aux/tokenizers", share / "caraml-tokenizers")
+    return done.stdout + port.stdout
 
 
 def build_rccl_tests(workdir: Path, archs: list[str]) -> tuple[Path | None, str]:
@@ -148,13 +187,10 @@ def build_rccl_tests(workdir: Path, archs: list[str]) -> tuple[Path | None, str]
     rocm = Path(os.environ.get("ROCM_PATH", "/opt/rocm"))
     if not (rocm / "bin/hipcc").exists():
         return None, f"no hipcc in {rocm}/bin (set ROCM_PATH)"
-    archive, sha = rccl_tests_archive()
-    if hashlib.sha256(archive.read_bytes()).hexdigest() != sha:
-        return None, f"{archive}: sha256 differs from components.toml's {sha}"
-    src = workdir / "rccl-tests-src"
-    with tarfile.open(archive) as tar:
-        tar.extractall(src, filter="data")
-    top = next(src.iterdir())
+    try:
+        top = unpack_component("rccl-tests", workdir / "rccl-tests-src")
+    except AssertionError as exc:
+        return None, str(exc)
     hipcc = " ".join([str(rocm / "bin/hipcc"), *(f"--offload-arch={a}" for a in archs)])
     env = {**os.environ, "PATH": f"{rocm / 'bin'}:{os.environ.get('PATH', '')}"}
     res = subprocess.run(["make", f"-j{os.cpu_count() or 2}", f"ROCM_PATH={rocm}", f"HIPCC={hipcc}"], cwd=top,
@@ -188,8 +224,7 @@ print(json.dumps(out))
 """
 
 
-def probe_python(python: str, modules=("transformers", "accelerate", "torchvision", "megatron.core", "open_clip",
-                                       "training")) -> dict:
+def probe_python(python: str, modules=tuple(sorted({m for need in NEEDS.values() for m in need} - {"torch"}))) -> dict:
     """What PYTHON has: torch's version, CUDA, device names, NCCL, and which MODULES import."""
     try:
         res = subprocess.run([python, "-c", TORCH_PROBE, *modules], capture_output=True, text=True,
@@ -264,7 +299,7 @@ def bench_env(workdir: Path, extra: dict | None = None) -> dict[str, str]:
     Rank variables of an outer launcher (a Slurm allocation, mpirun) are dropped: torchrun sets its own."""
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
     env.update(HPCAI_PAYLOADS_DIR=str(PAYLOADS), HPCAI_PREFIX=str(workdir / "prefix"),
-               HPCAI_OUTPUT_DIR=str(workdir / "out"), PYTHONUNBUFFERED="1")
+               HPCAI_OUTPUT_DIR=str(workdir / "out"), PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     env.pop("HPCAI_BENCH_PROFILE", None)
     env.pop("HPCAI_FAMILY", None)
     env.update(extra or {})
@@ -289,19 +324,30 @@ def result_line(text: str, payload: str) -> dict | None:
 
 def run_bench(python: str, payload: str, workdir: Path, args=(), profile: str | None = None,
               nproc: int | None = None, env: dict | None = None, timeout: float = 1200) -> BenchRun:
-    """Run the payload runner; its output (stdout and stderr, all ranks) goes to WORKDIR/<payload>.log."""
+    """Run the payload runner; its output (stdout and stderr, all ranks) goes to WORKDIR/<payload>.log
+    as it comes, so a run that hangs or is killed leaves what it printed. At TIMEOUT every process
+    of the run gets SIGABRT first: with PYTHONFAULTHANDLER set, each Python prints where it was."""
     workdir.mkdir(parents=True, exist_ok=True)
     argv = bench_argv(python, payload, args, profile, nproc)
     log = workdir / f"{payload}.log"
-    try:
-        res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                             env=bench_env(workdir, env), cwd=str(workdir), timeout=timeout, check=False)
-        code, text = res.returncode, res.stdout
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout or ""
-        code, text = 124, (out.decode(errors="replace") if isinstance(out, bytes) else out) + \
-            f"\ngpu-check: timed out after {timeout:.0f} s\n"
-    log.write_text(text)
+    with log.open("w") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=bench_env(workdir, env),
+                                cwd=str(workdir), start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = 124
+            for sig, grace in ((signal.SIGABRT, 15), (signal.SIGKILL, 15)):
+                try:
+                    os.killpg(proc.pid, sig)
+                    proc.wait(timeout=grace)
+                    break
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    continue
+    text = log.read_text(errors="replace")
+    if code == 124:
+        text += f"\ngpu-check: timed out after {timeout:.0f} s\n"
+        log.write_text(text)
     return BenchRun(payload, argv, code, text, log, workdir / "out" / payload, result_line(text, payload), nproc)
 
 

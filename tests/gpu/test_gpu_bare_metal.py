@@ -24,8 +24,8 @@ import os
 import re
 
 import pytest
-from gpucheck import (NEEDS, append_report, find_python, machine_facts, nvidia_gpus, passed,
-                      results_parse, run_bench, run_entrypoint, table_rows)
+from gpucheck import (NEEDS, PAYLOADS, append_report, bake_megatron_lm, find_python, machine_facts, nvidia_gpus,
+                      passed, results_parse, run_bench, run_entrypoint, table_rows)
 
 GPUS = nvidia_gpus()
 
@@ -166,7 +166,7 @@ def megatron_run(cuda_python, session_dir):
     _need(cuda_python[1], "megatron-gpt")
     first = str(_visible()[0])
     return run_bench(cuda_python[0], "megatron-gpt", session_dir, profile="caraml",
-                     args=("model_size=800M", f"exit_duration={MEGATRON_MINUTES}"), nproc=1,
+                     args=("model_size=800M", f"exit_duration={MEGATRON_MINUTES}", "implementation=core"), nproc=1,
                      env={"CUDA_VISIBLE_DEVICES": first, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, timeout=600)
 
 
@@ -295,7 +295,8 @@ def mila_run(cuda_python, session_dir):
     src = share / "mila-training"
     next(share.glob("training-*")).rename(src)
     subprocess.run([sys.executable, str(repo / "payloads/mila-training/install/port.py"), str(src)], check=True)
-    path = os.pathsep.join([str(repo / "payloads/mila-training/install"), str(src / "common")])
+    path = os.pathsep.join(filter(None, [str(repo / "payloads/mila-training/install"), str(src / "common"),
+                                         os.environ.get("PYTHONPATH")]))
     first = str(_visible()[0])
     return run_bench(cuda_python[0], "mila-training", session_dir, args=("bench=toy_reg,toy_lstm,wlm", "device=gpu"),
                      profile="quick", env={"CUDA_VISIBLE_DEVICES": first, "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
@@ -316,3 +317,68 @@ def test_mila_training_runs_milas_own_code_on_one_gpu(mila_run, facts):
                    "score": result["metrics"]["score"],
                    **{f"{b}_items_per_s": parsed.metric(f"{b}_items_per_s") for b in ("toy_reg", "toy_lstm", "wlm")},
                    "seconds": result["seconds"], "log": str(mila_run.log)})
+
+
+# CARAML's own code path: Megatron-LM f7727433 + CARAML's NVIDIA patch, pretrain_gpt.py with CARAML's
+# 800M arguments on a data set preprocess_data.py makes from the stand-in corpus. The stand-in is
+# small, so the run is counted in global batches (CARAML's 300,000,000 samples would index it
+# millions of times over); the wall time still applies.
+MEGATRON_LM_ITERS = "30"
+
+
+@pytest.fixture(scope="module")
+def megatron_lm_run(cuda_python, session_dir):
+    """megatron-gpt implementation=megatron-lm from the source tree: the tree install.sh bakes,
+    laid out by bake_megatron_lm under the runner's HPCAI_PREFIX (apex and flash-attn where the
+    Python has them, else the torch port)."""
+    _need(cuda_python[1], "megatron-lm")
+    baked = bake_megatron_lm(session_dir / "prefix", session_dir / "megatron-lm-src")
+    print(baked)
+    first = str(_visible()[0])
+    return run_bench(cuda_python[0], "megatron-gpt", session_dir / "megatron-lm", profile="caraml",
+                     args=("model_size=800M", "implementation=megatron-lm", f"iters={MEGATRON_LM_ITERS}",
+                           f"exit_duration={MEGATRON_MINUTES}"), nproc=1,
+                     env={"CUDA_VISIBLE_DEVICES": first, "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                          "HPCAI_PREFIX": str(session_dir / "prefix")},
+                     timeout=float(os.environ.get("HPCAI_GPU_MEGATRON_LM_TIMEOUT", 480)))
+
+
+@pytest.mark.slow
+def test_megatron_lm_caraml_800m_on_one_gpu(megatron_lm_run, facts):
+    """megatron-gpt implementation=megatron-lm: CARAML's pretrain_gpt.py run at its 800M values on
+    one GPU, tokens/s as CARAML's JUBE result computes it (global batch x sequence / the mean of
+    every logged interval), and `hpcai results parse` agreeing."""
+    result = passed(megatron_lm_run)
+    out = megatron_lm_run.output
+    assert "implementation=megatron-lm (Megatron-LM f7727433 + CARAML's NVIDIA patch)" in out, megatron_lm_run.tail()
+    summary = json.loads((megatron_lm_run.out_dir / "megatron-gpt.json").read_text())
+    assert summary["implementation"] == "megatron-lm" and summary["nan_iterations"] == 0, summary
+    assert summary["iterations"] >= 10 and summary["logged_intervals"] >= 2, summary
+    assert "TFLOPs(megatron)" in out, "CARAML's patch prints its TFLOP/s on every logged line"
+    tps = result["metrics"]["tokens_per_second"]
+    assert tps > 0 and math.isclose(tps, summary["tokens_per_second"], rel_tol=1e-9), (tps, summary)
+    assert math.isclose(tps, 32 * 2048 / summary["time_per_iteration"], rel_tol=1e-9), summary
+    parsed = results_parse(megatron_lm_run.log, "megatron-gpt")
+    assert parsed.returncode == 0, parsed.stderr
+    gpu = _gpu(_visible()[0])
+    append_report({"check": "megatron-lm", **facts, "gpu": gpu["name"], "gpus": 1, "ranks": 1,
+                   "model": "800M (CARAML)", "kernels": summary["kernels"], "iterations": summary["iterations"],
+                   "logged_intervals": summary["logged_intervals"], "tokens_per_second": tps,
+                   "tflops_per_gpu": summary["tflops_per_gpu"], "time_per_iteration": summary["time_per_iteration"],
+                   "parsed": {m["name"]: m["value"] for m in parsed.doc.get("metrics", [])},
+                   "seconds": result["seconds"], "log": str(megatron_lm_run.log)})
+
+
+PORT = PAYLOADS / "megatron-gpt" / "megatron_torch_port.py"
+PORT_CHECK = PAYLOADS.parent / "tests" / "gpu" / "torch_port_check.py"
+
+
+def test_megatron_torch_port_matches_torch_on_the_gpu(cuda_python, facts):
+    """The torch port's stand-ins for apex and flash-attn against plain torch on CUDA tensors, fp16
+    activations (torch_port_check.py; CI runs the same check on CPU in the pytorch-cpu image)."""
+    import subprocess
+
+    res = subprocess.run([cuda_python[0], str(PORT_CHECK), str(PORT), "cuda"], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert res.returncode == 0 and "torch port: ok" in res.stdout, (res.stdout, res.stderr)
+    append_report({"check": "megatron-torch-port", **facts, "result": "ok"})

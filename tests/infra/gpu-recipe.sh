@@ -27,8 +27,9 @@ case $mpi in
 esac
 
 bash "$here/base-cuda.sh" >&2
-# megatron-gpt's CARAML code path (Megatron-LM f7727433, CARAML's patch and tokenizer): their defaults.
-"${HPCAI_PYTHON:-python3}" "$here/sources.py" "$sources" "${sets[@]}" megatron-lm caraml >&2
+# megatron-gpt's CARAML code path (Megatron-LM f7727433, CARAML's patch and tokenizer, the jpwr its
+# patch imports): their defaults.
+"${HPCAI_PYTHON:-python3}" "$here/sources.py" "$sources" "${sets[@]}" megatron-lm caraml jpwr >&2
 args=()
 for s in "${sets[@]}"; do args+=(--set "$s"); done
 exec "$hpcai" build pytorch-ngc --base "${HPCAI_CUDA_BASE:-hpcai/base-cuda:13.2}" --mpi "$mpi" --ofi 1 --cxi 1 \

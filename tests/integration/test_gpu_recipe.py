@@ -131,9 +131,12 @@ def test_caramls_megatron_lm_is_baked_patched_and_tokenizes(gpu_image, tmp_path)
     share = f"{PREFIX}/share/megatron-lm"
     res = in_image(gpu_image, f"grep -c 'TFLOPs(megatron)' {share}/megatron/training.py; "
                    f"ls {share}/caraml-tokenizers; cd {share} && python -c "
-                   "'import megatron.tokenizer, megatron.data.indexed_dataset; print(\"imports ok\")'")
+                   "'import megatron.tokenizer, megatron.data.indexed_dataset; print(\"imports ok\")' && python -c "
+                   "'import jpwr.ctxmgr, megatron.optimizer as o; print(\"port\", o.Adam.__module__)'")
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout.split()[:3] == ["1", "gpt2-merges.txt", "gpt2-vocab.json"] and "imports ok" in res.stdout
+    # the base has no apex: port_torch.py's fallbacks are in, and CARAML's patched script finds jpwr
+    assert "port megatron.torch_port" in res.stdout, res.stdout
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"Document {i}: the quick brown fox jumps over the lazy dog, {i} times.\n"
                               for i in range(400)))

@@ -120,7 +120,24 @@ def test_rocminfo_lists_the_gpu_agents_in_hips_order():
 
 
 def test_rccl_tests_for_the_rocm_check_is_the_pinned_mirror_copy(tmp_path, monkeypatch):
-    archive, sha = gpucheck.rccl_tests_archive()
+    archive, sha = gpucheck.component_archive("rccl-tests")
     assert archive.is_file() and archive.name.startswith("ae3e635") and len(sha) == 64
     monkeypatch.setenv("ROCM_PATH", str(tmp_path))  # no hipcc there: one clear reason, nothing built
     assert gpucheck.build_rccl_tests(tmp_path, ["gfx90a"]) == (None, f"no hipcc in {tmp_path}/bin (set ROCM_PATH)")
+
+
+def test_megatron_lm_is_baked_from_the_mirror_as_install_sh_bakes_it(tmp_path):
+    """gpu-check's stand-in for install.sh's CUDA step, run here (no GPU needed): the pinned
+    Megatron-LM with CARAML's patch applied, the torch port and CARAML's GPT-2 files."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("megatron_lm_baked", gpucheck.PAYLOADS / "megatron-gpt/megatron_lm.py")
+    megatron_lm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(megatron_lm)
+    printed = gpucheck.bake_megatron_lm(tmp_path / "prefix", tmp_path / "work")
+    tree = tmp_path / "prefix/share/megatron-lm"
+    assert "patching file megatron/training.py" in printed and "port_torch.py: megatron/initialize.py" in printed
+    assert "TFLOPs(megatron)" in (tree / "megatron/training.py").read_text()  # CARAML's patch is in
+    assert "from megatron.torch_port import Adam, SGD" in (tree / "megatron/optimizer/__init__.py").read_text()
+    assert megatron_lm.baked(str(tmp_path / "prefix")) and megatron_lm.ported(str(tmp_path / "prefix"))
+    assert (tree / "caraml-tokenizers/gpt2-merges.txt").is_file()
