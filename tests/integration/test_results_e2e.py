@@ -35,7 +35,7 @@ FAILING = """
 
 def _figure_series(paths: list[str], kind: str = "auto") -> int:
     from hpcai.results import plot
-    from hpcai.results.runs import load_all
+    from hpcai.results.loading import load_all
 
     return plot.series_count(plot.auto(load_all([Path(p) for p in paths]), kind))
 

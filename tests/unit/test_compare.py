@@ -10,7 +10,7 @@ import pytest
 from hpcai.errors import UsageError
 from hpcai.results.baselines import load_baselines
 from hpcai.results.compare import FAIL, NO_REF, PASS, TOO_FEW, compare
-from hpcai.results.runs import load_all
+from hpcai.results.loading import load_all
 from hpcai.results.stats import describe
 
 BASELINES = """

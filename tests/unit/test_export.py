@@ -117,7 +117,8 @@ def test_parse_cli_derives_tflops_from_given_facts(hpcai):
 
 
 def test_per_gpu_copies_sum_throughputs_and_skip_hidden_records(tmp_path):
-    from hpcai.results.runs import finalize, load_all
+    from hpcai.results.runs import finalize
+    from hpcai.results.loading import load_all
 
     run = make_run(tmp_path, "pg", "hvd-synthetic", "Img/sec per GPU: 100.0 +-1.0\nTotal img/sec on 1 GPU(s): 100.0 +-1.0\n",
                    per_gpu=True)

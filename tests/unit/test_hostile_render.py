@@ -21,7 +21,8 @@ from dockerfile_parse import DockerfileParser
 
 from hpcai import payloads
 from hpcai.errors import UsageError
-from hpcai.image.render import Writer, render
+from hpcai.image.render import render
+from hpcai.image.writer import Writer
 from hpcai.image.spec import make_spec
 
 pytestmark = pytest.mark.hostile

@@ -163,7 +163,7 @@ def test_launcher_note_says_gone_elsewhere_or_nothing(tmp_path):
         assert record.launcher_note({"state": "cancelled", **fields}) == ""
     old = write_record(tmp_path / "old")  # written before these fields: loads, shown as it says
     assert record.read_status(old).launcher_pid is None
-    from hpcai.results.runs import load
+    from hpcai.results.loading import load
 
     assert load(old).shown_state == "running"
     assert load(write_record(tmp_path / "gone", **{**me, "launcher_pid": dead.pid})).shown_state == \

@@ -130,7 +130,7 @@ def test_good_baselines_at_the_edges_still_load(tmp_path, hpcai):
 
 def test_a_parse_yielding_nan_is_left_out_of_compare_and_plot_with_a_note(tmp_path, hpcai):
     from hpcai.results import plot
-    from hpcai.results.runs import load_all
+    from hpcai.results.loading import load_all
 
     runs = tmp_path / "runs"
     make_run(runs, "nan", "hf-clm", hf_nan_log())  # parsed in memory: no metrics.json
@@ -168,7 +168,7 @@ def test_size_table_with_nan_text_and_missing_cells_is_drawn_without_them(tmp_pa
     assert res.exit_code == 0 and "Traceback" not in res.stderr, res.stderr
     assert "note: a: 5 of 7 size rows" in res.stderr and "note: b: no per-size table" in res.stderr
     from hpcai.results import plot
-    from hpcai.results.runs import load_all
+    from hpcai.results.loading import load_all
 
     fig = plot.auto(load_all([runs]), notes=[])
     (line,) = fig.axes[0].lines
@@ -202,7 +202,7 @@ def axes_by_title(fig) -> dict[str, object]:
 
 def test_five_payloads_get_five_axes_each_with_its_own_metric(tmp_path):
     from hpcai.results import plot
-    from hpcai.results.runs import load_all
+    from hpcai.results.loading import load_all
 
     for i, (payload, metric, unit, parser) in enumerate(FIVE):
         for rep in range(2):
@@ -222,7 +222,7 @@ def test_five_payloads_get_five_axes_each_with_its_own_metric(tmp_path):
 def test_a_multi_payload_sweep_gets_a_scaling_row_per_payload(tmp_path):
     """The default figure for sweeps: throughput vs nodes, once per payload, labelled with its metric."""
     from hpcai.results import plot
-    from hpcai.results.runs import load_all
+    from hpcai.results.loading import load_all
 
     for i, (payload, metric, unit, parser) in enumerate(FIVE):
         for nodes in (1, 2, 4):
@@ -242,7 +242,7 @@ def test_a_multi_payload_sweep_gets_a_scaling_row_per_payload(tmp_path):
 
 def test_two_size_table_payloads_do_not_share_an_axis(tmp_path):
     from hpcai.results import plot
-    from hpcai.results.runs import load_all
+    from hpcai.results.loading import load_all
 
     rows = [{"size": 8, "oop_busbw": 1.0}, {"size": 16, "oop_busbw": 2.0}]
     for payload in ("nccl-tests", "rccl-tests"):
@@ -285,7 +285,7 @@ def test_numbers_past_the_float_range_are_one_line(tmp_path, monkeypatch, hpcai,
     ("1e308", float, 1e308), ("5e-5", float, 5e-5), ("-0.0", float, 0.0),
 ])
 def test_check_number_accepts_what_fits(text, kind, expected):
-    from hpcai.payloads import check_number
+    from hpcai.payload_rules import check_number
 
     assert check_number("v", text, kind) == expected
 
@@ -294,7 +294,7 @@ def test_check_number_accepts_what_fits(text, kind, expected):
                                          ("2e308", float), (str(2**63), int), (HUGE, int), ("1e3", int),
                                          ("x", float)])
 def test_check_number_refuses_what_does_not(text, kind):
-    from hpcai.payloads import check_number
+    from hpcai.payload_rules import check_number
 
     with pytest.raises(UsageError, match=r"^v='"):
         check_number("v", text, kind)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcai import output, payloads
+from hpcai import output, payload_rules
 from hpcai.payloads import available_payloads, load_payload
-from hpcai.results import export, runs
+from hpcai.results import export, loading, runs
 from hpcai.run import site as sites
 from hpcai.run.backends.srun import once
 from hpcai.run.slurm_options import option_name
@@ -63,9 +63,9 @@ def test_results_parse_the_record_export_and_runner_name_one_headline(payload, t
     run = record(tmp_path, payload, log.read_text(errors="replace"))
     assert runs.finalize(run) is not None
     recorded = headlines(json.loads((run / "metrics.json").read_text())["metrics"])
-    exported = export.row(runs.load(run))["Metric"]
+    exported = export.row(loading.load(run))["Metric"]
     found = {m["name"]: m["value"] for m in json.loads((run / "metrics.json").read_text())["metrics"]}
-    runner = payloads._runner().headline(load_payload(payload).raw, found)  # its HPCAI_RESULT line's rule
+    runner = payload_rules.bench_runner().headline(load_payload(payload).raw, found)  # its HPCAI_RESULT line's rule
     assert named == recorded == [exported] == [runner], (named, recorded, exported, runner)
     assert exported in {m.name for m in load_payload(payload).metrics if m.headline}
 
@@ -83,7 +83,7 @@ def test_records_of_older_hpcai_read_with_todays_names(payload, old, new, tmp_pa
     if payload == "hf-clm":
         metrics.pop()
     (run / "metrics.json").write_text(json.dumps({"parser": "p", "metrics": metrics, "details": {}}))
-    rec = runs.load(run)
+    rec = loading.load(run)
     assert rec.result.headline.name == new and export.row(rec)["Metric"] == new
     assert [m.name for m in rec.result.metrics if m.headline] == [new]
 
@@ -102,7 +102,7 @@ COUNTS = ("Nodes", "Devices", "Tasks/Node", "Threads/Task", "GlobalBatchSize", "
 
 
 def csv_row(run: Path) -> dict[str, str]:
-    return next(csv.DictReader(io.StringIO(export.to_csv([runs.load(run)]))))
+    return next(csv.DictReader(io.StringIO(export.to_csv([loading.load(run)]))))
 
 
 @pytest.mark.parametrize("log, iterations", [

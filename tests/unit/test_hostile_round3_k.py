@@ -64,7 +64,7 @@ def spelled(tmp_path, monkeypatch):
 def test_every_spelling_of_one_record_is_one_record(spelled):
     """A property over every pair of spellings, and all of them together: one path comes back,
     the first one given."""
-    from hpcai.results.runs import discover
+    from hpcai.results.loading import discover
 
     _, names = spelled
     for pair in [*itertools.permutations(names, 2), names]:
@@ -98,7 +98,7 @@ def test_a_symlink_beside_a_record_in_a_runs_folder_is_the_same_record(spelled, 
     assert strict_json(res.stdout)["rows"][0]["n"] == 2
     rows = list(csv.DictReader(io.StringIO(hpcai("results", "export", "--csv", "runs").stdout)))
     assert len(rows) == 2
-    from hpcai.results.runs import discover
+    from hpcai.results.loading import discover
 
     assert [p.name for p in discover([runs])] == ["a", "b"]
     assert [p.name for p in discover([runs, Path("link-a")])] == ["a", "b"]  # the folder came first
@@ -108,7 +108,7 @@ def test_two_copies_of_a_record_are_two_records(spelled):
     """Identity is the folder, not its content: a copy is another run."""
     import shutil
 
-    from hpcai.results.runs import discover
+    from hpcai.results.loading import discover
 
     runs, _ = spelled
     shutil.copytree(runs / "a", runs / "a-copy")
@@ -331,7 +331,7 @@ def test_megatron_tokens_past_the_float_range_are_left_out():
     ("-3", int, None, True),
 ])
 def test_check_number_lower_bound(text, kind, above, ok):
-    from hpcai.payloads import check_number
+    from hpcai.payload_rules import check_number
 
     if ok:
         assert check_number("v", text, kind, above=above) == kind(float(text))
@@ -445,10 +445,10 @@ def test_every_numeric_payload_variable_refuses_values_below_its_floor(hpcai, tm
 def test_a_manifest_floor_must_be_a_number_below_the_default(tmp_path):
     import tomllib
 
-    from hpcai import payloads
+    from hpcai import payload_rules, payloads
 
     for bad in ('"one"', "true", "nan", "100"):
         raw = tomllib.loads(f'description = "x"\nflavors = ["*"]\nparser = "sanity"\n[run]\ncommand = ["true"]\n'
                             f'[vars]\nn = {{ default = 4, min = {bad} }}\n')
         with pytest.raises(payloads.UsageError, match="vars.n.min must be a number no larger than its default"):
-            payloads.check_manifest("p", raw, tmp_path)
+            payload_rules.check_manifest("p", raw, tmp_path)

@@ -100,7 +100,8 @@ def test_wrong_count_is_warned():
 def test_host_parser_and_in_image_metric_agree(log):
     """payloads/nccl-tests reads busbw_max_size in the image by its manifest regex; the host parser
     must record the same number for the same log (issue 11: they were out-of-place vs best of both)."""
-    from hpcai.payloads import _runner, load_payload
+    from hpcai.payload_rules import bench_runner as _runner
+    from hpcai.payloads import load_payload
 
     text = (LOGS / log).read_text()
     in_image = _runner().extract(load_payload("nccl-tests").raw, text)

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from hpcai import payloads
+from hpcai import payload_rules, payloads
 from hpcai.errors import UsageError
 from hpcai.payloads import load_payload
 from hpcai.resources import package_file
@@ -34,7 +34,7 @@ def test_every_issue_payload_is_shipped():
 @pytest.mark.parametrize("name", NAMES)
 def test_manifest_loads_and_is_complete(name):
     m = load_payload(name)
-    assert m.description and m.geometry in payloads.GEOMETRIES
+    assert m.description and m.geometry in payload_rules.GEOMETRIES
     assert m.raw["run"]["command"], "a payload must say what it runs"
     assert m.sanity, "a payload must say what a good run prints"
     assert m.headline in {x.name for x in m.metrics}
@@ -213,12 +213,12 @@ def test_every_referenced_json_config_is_valid():
 def test_shipped_payload_paths_stay_in_their_folder(name):
     """Install scripts, run scripts and metric files are plain relative paths; no link leads out."""
     m = load_payload(name)
-    payloads.check_folder(name, m.dir)
+    payload_rules.check_folder(name, m.dir)
     for steps in m.install.values():
         for script in (steps.build, steps.runtime):
             if script:
-                assert payloads.REL_PATH.fullmatch(script) and payloads.inside(m.dir, script, "x").is_file()
-    assert all(payloads.REL_PATH.fullmatch(x.file) for x in m.metrics if x.file)
+                assert payload_rules.REL_PATH.fullmatch(script) and payload_rules.inside(m.dir, script, "x").is_file()
+    assert all(payload_rules.REL_PATH.fullmatch(x.file) for x in m.metrics if x.file)
 
 
 def test_a_payload_name_is_never_a_path(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ import pytest
 
 from hpcai.errors import UsageError
 from hpcai.results import plot
-from hpcai.results.runs import load_all
+from hpcai.results.loading import load_all
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 

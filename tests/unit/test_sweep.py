@@ -16,7 +16,7 @@ import pytest
 from hpcai.errors import UsageError
 from hpcai.run import sweep
 from hpcai.results.sweep import aggregate
-from hpcai.results.runs import load_all
+from hpcai.results.loading import load_all
 
 
 def test_points_nodes_fastest():

@@ -25,7 +25,7 @@ RUNS_HELP = "Run-record folders, or folders holding them (runs/, a sweep folder)
 def _records(paths: list[Path] | None):
     """The readable records; a damaged one is skipped with one warning line on stderr."""
     from hpcai.console import err, plain
-    from hpcai.results.runs import read_all
+    from hpcai.results.loading import read_all
 
     records, skipped = read_all(list(paths) if paths else [Path("runs")])
     for line in skipped:
@@ -57,7 +57,7 @@ def _fact(name: str, value: str) -> str:
     """A --var run fact as given; one that reads as a number (seq_len=1024, n_params=124e6) must be
     a finite one, by the rule payload variables follow (1e400 or nan would make TFLOP/s fail), and
     one the derived figures compute with (tflops.POSITIVE: a length, a count, a size) more than 0."""
-    from hpcai.payloads import check_number
+    from hpcai.payload_rules import check_number
     from hpcai.results import tflops
 
     if name in tflops.POSITIVE:

@@ -28,7 +28,7 @@ KNOWN_PARAMS = {
 
 
 # The run facts these figures compute with, each a quantity that must be positive, and its kind: the
-# one rule for them (hpcai.payloads.check_number with above=0), for `results parse --var/--gpus`;
+# one rule for them (hpcai.payload_rules.check_number with above=0), for `results parse --var/--gpus`;
 # in a record, a fact that is not positive counts as unknown (the figure is not computed, and said so).
 POSITIVE: dict[str, type] = {"n_params": float, "seq_len": int, "block_size": int, "seq_length": int,
                              "global_batch_size": int, "micro_batch_size": int, "gpus": int}
@@ -37,7 +37,7 @@ POSITIVE: dict[str, type] = {"n_params": float, "seq_len": int, "block_size": in
 def check_fact(what: str, name: str, text: str) -> float:
     """TEXT for the run fact NAME (a key of POSITIVE) as a number of its kind, more than 0, else a
     UsageError naming WHAT (the option)."""
-    from hpcai.payloads import check_number
+    from hpcai.payload_rules import check_number
 
     return check_number(what, text, POSITIVE[name], above=0)
 

@@ -32,7 +32,7 @@ def payload_call(opts: LaunchOptions, valid: list[str] | None, family: str | Non
         if opts.profiles:
             raise UsageError("--profile sets a payload's variables; a --cmd command has none")
         return PayloadCall("cmd", {}, list(opts.cmd), {}, False)
-    from hpcai import payloads
+    from hpcai import payload_rules, payloads
     from hpcai.paths import RUNNER
 
     packaged = payloads.available_payloads()
@@ -56,7 +56,7 @@ def payload_call(opts: LaunchOptions, valid: list[str] | None, family: str | Non
         values = manifest.validate_vars(overrides, family=family, profiles=opts.profiles)
         needs_mpi = manifest.needs_mpi
         srun_args = manifest.srun_args(opts.profiles)
-        facts = {name: getattr(site, name) for name in payloads.SITE_FACTS} if site else {}
+        facts = {name: getattr(site, name) for name in payload_rules.SITE_FACTS} if site else {}
         launch = manifest.launch_defaults(opts.profiles, values, facts)
     profile_args = [arg for name in opts.profiles for arg in ("--profile", name)]
     command = [RUNNER, *profile_args, opts.payload, *(f"{k}={v}" for k, v in overrides.items())]
