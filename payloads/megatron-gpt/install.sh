@@ -22,11 +22,11 @@ if [ "${HPCAI_FAMILY:-}" = cuda ]; then
   jpwr=$(enter_source "$JPWR_URL" "$JPWR_SHA256" && pwd)
   venv_install 'torch|numpy|packaging' "${jpwr}[pynvml]"
   share=$prefix/share/megatron-lm  # megatron_lm.py's tree()
-  here=$PWD  # this payload's folder: port_torch.py and megatron_torch_port.py
+  here=$PWD  # this payload's folder (a build hook sees its requirements files and install/)
   caraml=$(enter_source "$CARAML_URL" "$CARAML_SHA256" && pwd)
   (enter_source "$MEGATRON_LM_URL" "$MEGATRON_LM_SHA256"
    patch -p1 --forward < "$caraml/llm_training/aux/nvidia_energy_llm_fix.patch"
-   "$prefix/venv/bin/python" "$here/port_torch.py" .
+   "$prefix/venv/bin/python" "$here/install/port_torch.py" .
    install -d "$prefix/share"
    rm -rf "$share"
    cp -r . "$share")

@@ -172,7 +172,7 @@ def bake_megatron_lm(prefix: Path, workdir: Path) -> str:
     patch = caraml / "llm_training/aux/nvidia_energy_llm_fix.patch"
     done = subprocess.run(["patch", "-p1", "--forward", "-i", str(patch)], cwd=megatron, capture_output=True,
                           text=True, check=True)
-    port = subprocess.run([sys.executable, str(PAYLOADS / "megatron-gpt/port_torch.py"), str(megatron)],
+    port = subprocess.run([sys.executable, str(PAYLOADS / "megatron-gpt/install/port_torch.py"), str(megatron)],
                           capture_output=True, text=True, check=True)
     share = prefix / "share" / "megatron-lm"
     share.parent.mkdir(parents=True, exist_ok=True)

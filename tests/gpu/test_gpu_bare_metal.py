@@ -369,7 +369,7 @@ def test_megatron_lm_caraml_800m_on_one_gpu(megatron_lm_run, facts):
                    "seconds": result["seconds"], "log": str(megatron_lm_run.log)})
 
 
-PORT = PAYLOADS / "megatron-gpt" / "megatron_torch_port.py"
+PORT = PAYLOADS / "megatron-gpt" / "install" / "megatron_torch_port.py"
 PORT_CHECK = PAYLOADS.parent / "tests" / "gpu" / "torch_port_check.py"
 
 

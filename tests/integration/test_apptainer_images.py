@@ -207,11 +207,20 @@ def test_ctrl_c_during_a_conversion_leaves_nothing_behind(pytorch_cpu_image, tmp
 
     out = tmp_path / "x.sif"
     proc = hpcai_cli("sif", pytorch_cpu_image, "-o", str(out), workdir=tmp_path)
-    log = tmp_path / "logs" / "x.sif.log"
-    deadline = time.monotonic() + 120
-    while not (log.is_file() and "Starting build" in log.read_text()) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert proc.poll() is None, proc.communicate()
+
+    def converting() -> bool:
+        """apptainer is building into the conversion's private part folder (`.x.sif.*.part`): the
+        moment to interrupt. A log line is no such signal: on a loaded machine it can come late,
+        after the step before (saving the image) has taken minutes, and the SIGINT then found the
+        conversion finished."""
+        parts = list(tmp_path.glob(".x.sif.*.part"))
+        return bool(parts) and subprocess.run(["pgrep", "-f", str(parts[0])], capture_output=True,
+                                              check=False).returncode == 0
+
+    deadline = time.monotonic() + 900
+    while proc.poll() is None and not converting() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert proc.poll() is None, ("the conversion ended before apptainer was seen running", proc.communicate())
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=120)
     assert proc.returncode == 130

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.docker
 
 
 def test_torch_port_matches_torch_in_the_pytorch_cpu_image(pytorch_cpu_image):
-    port = REPO / "payloads/megatron-gpt/megatron_torch_port.py"
+    port = REPO / "payloads/megatron-gpt/install/megatron_torch_port.py"
     check = REPO / "tests/gpu/torch_port_check.py"
     res = subprocess.run(["docker", "run", "--rm", "-v", f"{port}:/check/port.py:ro", "-v", f"{check}:/check/run.py:ro",
                           "--entrypoint", "/opt/hpcai/venv/bin/python", pytorch_cpu_image,
