@@ -11,6 +11,7 @@ not skipped.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +26,13 @@ from sifcache import cached_sif
 
 REPO = Path(__file__).resolve().parents[1]
 REQUIRE = os.environ.get("HPCAI_REQUIRE_ENGINES") == "1"
+
+# A suite started in the background of a non-interactive shell (`make test &`, a CI runner's
+# `cmd &`) inherits SIGINT ignored, and every process it starts then ignores it too: the Ctrl-C
+# tests would interrupt nothing. A user's terminal never ignores Ctrl-C, so the suite restores it
+# here once; the children start with the default disposition again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 NEVER_ON_CI = ("gpu",)  # Apptainer is installed by tests/infra/apptainer-up.sh like every engine
