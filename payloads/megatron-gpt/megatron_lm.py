@@ -163,6 +163,8 @@ def corpus_size(data_prefix):
     try:
         with open(data_prefix + ".idx", "rb") as fh:
             head = fh.read(26)
+        if not head.startswith(INDEX_MAGIC):
+            return None
         code, docs = head[17], struct.unpack("<Q", head[18:26])[0]
         return os.path.getsize(data_prefix + ".bin") // ITEM_BYTES[code], docs
     except (OSError, IndexError, KeyError, struct.error):
