@@ -261,6 +261,46 @@ def test_ctrl_c_inside_a_command_is_the_same_line(tmp_path):
         assert res.returncode == 130 and res.stderr == "error: interrupted\n", (name, res.stderr)
 
 
+# Signals itself inside its N-th exec() of a string once main() runs (dataclasses build their
+# methods so): the KeyboardInterrupt is raised in the exec'd code (in its loop, where CPython looks
+# for pending signals). Run as a module (`python -m`), like `python -m hpcai`.
+AT_EXEC = """
+import builtins, os, signal, sys
+from hpcai.cli.main import main
+n, real, seen = int(sys.argv.pop(1)), builtins.exec, [0]
+def exec_(code, *args):
+    if isinstance(code, str):
+        seen[0] += 1
+        if seen[0] == n:
+            code = "import os, signal\\nos.kill(os.getpid(), signal.SIGINT)\\nfor _ in range(99): pass\\n" + code
+    return real(code, *args)
+builtins.exec = exec_
+sys.argv[0] = "hpcai"
+try:
+    main()
+finally:
+    sys.stdout.write(f"execs={seen[0]}")
+"""
+
+
+def test_ctrl_c_inside_exec_of_a_string_exits_130_not_by_the_signal(tmp_path):
+    """CPython 3.11 marks a KeyboardInterrupt leaving exec() of a string as unhandled even when it
+    is caught (until the next exec or eval of a string), and a module run with `python -m` then
+    kills itself with SIGINT at exit: `error: interrupted` and exit -2, seen in CI when a Ctrl-C
+    landed in the dataclass that `plain_values` makes. hpcai leaves with 130 all the same."""
+    (tmp_path / "exec_ctrl_c.py").write_text(AT_EXEC)
+
+    def interrupted_at_exec(n: int) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "exec_ctrl_c", str(n), "--help"], capture_output=True,
+                              text=True, timeout=120, check=False, cwd=tmp_path)
+
+    total = int(interrupted_at_exec(0).stdout.rpartition("execs=")[2])
+    assert total > 10  # typer's and hpcai's dataclasses are made inside main()
+    for n in (1, total // 2, *range(max(total - 5, 1), total + 1)):
+        res = interrupted_at_exec(n)
+        assert (res.returncode, res.stderr) == (130, "error: interrupted\n"), (n, total)
+
+
 def test_a_sigint_ignored_by_the_parent_stays_ignored():
     """A script's background job (`hpcai … &`) starts with SIGINT ignored: hpcai keeps it so, and
     a Ctrl-C meant for the script's foreground does not stop it."""

@@ -168,10 +168,13 @@ def _interrupted(fast_exit: bool = False) -> None:
     would otherwise interrupt the message with a traceback)."""
     import signal
 
+    global _SAID_INTERRUPTED
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _SAID_INTERRUPTED = True
     _fail("interrupted", 130, fast_exit)
 
 
+_SAID_INTERRUPTED = False  # set by _interrupted: main then leaves by _leave_interrupted
 _CTRL_C = False  # set by _ctrl_c: typer answers a Ctrl-C inside a command with a silent Exit(130)
 
 
@@ -236,24 +239,46 @@ def main() -> None:
     imported inside the try (its enum import is a few ms a Ctrl-C can land in). A SIGINT ignored
     by whoever started hpcai (a background job of a script) stays ignored."""
     try:
-        import signal
+        try:
+            import signal
 
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            sys.unraisablehook = _swallowed_ctrl_c
-            signal.signal(signal.SIGINT, _ctrl_c)
-        run(fast_exit=True)
-    except KeyboardInterrupt:
-        # normal exit, not os._exit: the atexit handlers of an interrupted command still run
-        _interrupted()
-    except SystemExit:
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                sys.unraisablehook = _swallowed_ctrl_c
+                signal.signal(signal.SIGINT, _ctrl_c)
+            run(fast_exit=True)
+        except KeyboardInterrupt:
+            _interrupted()
+        except Exception as exc:
+            if not _interrupt_inside(exc):
+                raise
+            _interrupted()
+    except SystemExit as exit_:
         # the exit code is decided: a Ctrl-C now could only break into the atexit handlers (a
-        # temporary folder being removed) with a traceback
+        # temporary folder being removed) with a traceback. Not an import statement: the try or
+        # _interrupted imported signal, and an import is one more moment a Ctrl-C can land in.
+        signal = sys.modules["signal"]
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if _SAID_INTERRUPTED:
+            _leave_interrupted(exit_.code)
         raise
-    except Exception as exc:
-        if not _interrupt_inside(exc):
-            raise
-        _interrupted()
+
+
+def _leave_interrupted(code: int) -> None:
+    """Exit after `error: interrupted` with the code said, atexit handlers run and streams
+    flushed. Not through the interpreter's own exit: CPython 3.11 marks a KeyboardInterrupt raised
+    inside exec() of a string (dataclasses and namedtuple build their methods that way, so a
+    Ctrl-C while a module loads can land there) as unhandled even when it was caught, and at exit
+    then kills itself with SIGINT: exit -2 after the line that said 130."""
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:
+            pass
+    os._exit(code)
 
 
 def run(argv: list[str] | None = None, fast_exit: bool = False) -> None:
