@@ -24,7 +24,9 @@ else:  # pragma: no cover
 
 from hpcai import paths
 from hpcai.errors import UsageError, unknown
-from hpcai.payload_rules import NAME, bench_runner, check_manifest, check_number
+from hpcai.bench_runner import bench_runner
+from hpcai.payload_rules import check_manifest, check_number
+from hpcai.payload_schema import NAME
 from hpcai.resources import data_path
 
 if TYPE_CHECKING:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hpcai import output, payload_rules
+from hpcai import output
+from hpcai.bench_runner import bench_runner
 from hpcai.payloads import available_payloads, load_payload
 from hpcai.results import export, loading, runs
 from hpcai.run import site as sites
@@ -65,7 +66,7 @@ def test_results_parse_the_record_export_and_runner_name_one_headline(payload, t
     recorded = headlines(json.loads((run / "metrics.json").read_text())["metrics"])
     exported = export.row(loading.load(run))["Metric"]
     found = {m["name"]: m["value"] for m in json.loads((run / "metrics.json").read_text())["metrics"]}
-    runner = payload_rules.bench_runner().headline(load_payload(payload).raw, found)  # its HPCAI_RESULT line's rule
+    runner = bench_runner().headline(load_payload(payload).raw, found)  # its HPCAI_RESULT line's rule
     assert named == recorded == [exported] == [runner], (named, recorded, exported, runner)
     assert exported in {m.name for m in load_payload(payload).metrics if m.headline}
 

@@ -447,8 +447,10 @@ def test_a_manifest_floor_must_be_a_number_below_the_default(tmp_path):
 
     from hpcai import payload_rules, payloads
 
-    for bad in ('"one"', "true", "nan", "100"):
+    for bad, said in (('"one"', "key 'vars.n.min' must be a number"), ("true", "key 'vars.n.min' must be a number"),
+                      ("nan", "vars.n.min must be a number no larger than its default"),
+                      ("100", "vars.n.min must be a number no larger than its default")):
         raw = tomllib.loads(f'description = "x"\nflavors = ["*"]\nparser = "sanity"\n[run]\ncommand = ["true"]\n'
                             f'[vars]\nn = {{ default = 4, min = {bad} }}\n')
-        with pytest.raises(payloads.UsageError, match="vars.n.min must be a number no larger than its default"):
+        with pytest.raises(payloads.UsageError, match=said):
             payload_rules.check_manifest("p", raw, tmp_path)

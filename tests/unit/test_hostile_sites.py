@@ -41,12 +41,12 @@ BAD_SITES = [
     ("cpus_per_node = -8", "cpus_per_node -8: expected between 0 and 4096"),
     ("master_port = 70000", "master_port 70000: expected a port"),
     ("master_port = -1", "master_port -1: expected a port"),
-    ('gpus_per_node = "4"', "key 'gpus_per_node' must be int, got '4'"),
-    ("gpus_per_node = true", "key 'gpus_per_node' must be int, got True"),
-    ('binds = "/scratch"', "key 'binds' must be tuple, got '/scratch'"),
-    ("binds = [1, 2]", "key 'binds' must be tuple, got [1, 2]"),
-    ('env = { A = ["x"] }', "key 'env' must be dict"),
-    ('containall = "yes"', "key 'containall' must be bool"),
+    ('gpus_per_node = "4"', "key 'gpus_per_node' must be an integer, got '4'"),
+    ("gpus_per_node = true", "key 'gpus_per_node' must be an integer, got True"),
+    ('binds = "/scratch"', "key 'binds' must be a list of strings, got '/scratch'"),
+    ("binds = [1, 2]", "key 'binds' must be a list of strings, got [1, 2]"),
+    ('env = { A = ["x"] }', "key 'env' must be a table of string values"),
+    ('containall = "yes"', "key 'containall' must be true or false"),
     ('runtime = "lxc"', "runtime 'lxc' is not one of: apptainer"),
     ('backend = "pbs"', "backend 'pbs' is not one of: srun, mpiexec, local"),
     ('gpu = "intel"', "gpu 'intel' is not one of: nvidia, amd, none"),
@@ -56,7 +56,7 @@ BAD_SITES = [
     ('hostnames = ["("]', "bad hostnames regex '('"),
     ('hostname = ["nid"]', "unknown key(s) hostname; valid:"),
     ("backend = ", "malformed TOML"),
-    ("[[binds]]\nsrc = 1", "key 'binds' must be tuple"),
+    ("[[binds]]\nsrc = 1", "key 'binds' must be a list of strings"),
 ]
 
 

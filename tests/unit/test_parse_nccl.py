@@ -100,7 +100,7 @@ def test_wrong_count_is_warned():
 def test_host_parser_and_in_image_metric_agree(log):
     """payloads/nccl-tests reads busbw_max_size in the image by its manifest regex; the host parser
     must record the same number for the same log (issue 11: they were out-of-place vs best of both)."""
-    from hpcai.payload_rules import bench_runner as _runner
+    from hpcai.bench_runner import bench_runner as _runner
     from hpcai.payloads import load_payload
 
     text = (LOGS / log).read_text()

@@ -147,7 +147,7 @@ def test_a_repeated_sweep_keeps_the_last_row_of_each_size_and_every_wrong_count(
     assert len(r.details["rows"]) == 6 and r.details["rows"][-1]["oop_busbw"] == pytest.approx(170.0)
     assert r.get("busbw_max_size").value == pytest.approx(170.0)
     assert r.details["wrong_sizes"] == [16] and "#wrong > 0 at sizes [16]" in r.warnings
-    from hpcai.payload_rules import bench_runner as _runner
+    from hpcai.bench_runner import bench_runner as _runner
     from hpcai.payloads import load_payload
 
     in_image = _runner().extract(load_payload("nccl-tests").raw, first + second)

@@ -58,7 +58,7 @@ def test_manifest_metric_matches_log_and_parser(payload, log, metric, expected):
 
 def test_osu_headline_follows_the_test_that_ran():
     runner_headline = load_payload("osu").raw
-    from hpcai.payload_rules import bench_runner as _runner
+    from hpcai.bench_runner import bench_runner as _runner
 
     lat = load_payload("osu").extract_metrics((LOGS / "osu_allreduce_latency.txt").read_text())
     bw = load_payload("osu").extract_metrics((LOGS / "osu_get_bw_ompi_tag.txt").read_text())

@@ -30,10 +30,10 @@ def test_unknown_key_lists_valid_keys():
 
 
 @pytest.mark.parametrize("text, message", [
-    ('gpus_per_node = "4"', "must be int"),
+    ('gpus_per_node = "4"', "must be an integer"),
     ('runtime = "rkt"', "runtime 'rkt' is not one of: apptainer, singularity, charliecloud, docker, podman"),
     ('mpi = "pmi9"', 'is not one of: "", pmi2'),
-    ('binds = "/usr"', "must be tuple"),
+    ('binds = "/usr"', "must be a list of strings"),
     ('hostnames = ["("]', "bad hostnames regex"),
     ("this is not toml", "malformed TOML"),
 ])

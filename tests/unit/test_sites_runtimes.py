@@ -48,7 +48,7 @@ def test_every_packaged_site_validates_and_offers_its_preference():
     ('runtimes = ["apptainer", "rkt"]\n', "runtimes 'rkt' is not one of: apptainer,"),
     ('runtime = "sarus"\nruntimes = ["apptainer"]\n', "runtime 'sarus' is not among the site's runtimes: apptainer"),
     ('fabric_profile = "infiniband"\n', "fabric_profile 'infiniband' is not one of: \"\", slingshot"),
-    ('fabric_hooks = "yes"\n', "key 'fabric_hooks' must be bool"),
+    ('fabric_hooks = "yes"\n', "key 'fabric_hooks' must be true or false"),
 ])
 def test_bad_site_runtime_keys_are_one_line(text, message):
     with pytest.raises(UsageError) as err:

@@ -185,9 +185,21 @@ def _print_profile(m, prof: str, layer: dict) -> None:
     out.print(table)
 
 
+def schema_cmd() -> None:
+    """The payload manifest's keys as JSON Schema (draft 2020-12), for an editor to check a
+    payload.toml as it is written: every table and key, its type, choices and shape, and no other
+    key. hpcai checks the same keys when it reads a manifest (hpcai.payload_schema), then the
+    rules a schema cannot say: paths inside the folder, variables the command uses, profiles."""
+    from hpcai.output import emit_json
+    from hpcai.payload_schema import manifest_schema
+
+    emit_json(manifest_schema().json_schema("hpcai payload manifest (payloads/NAME/payload.toml)"), sort_keys=True)
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
     group = typer.Typer(help="Benchmark payloads baked into the images.", no_args_is_help=True)
     group.command("list")(list_cmd)
     group.command("show")(show_cmd)
+    group.command("schema")(schema_cmd)
     app.add_typer(group, name="payloads", rich_help_panel=PANEL)

@@ -102,7 +102,7 @@ def check_hpc_libs(path: Path) -> None:
 def parse_payloads(value: str | None, fl: Flavor) -> tuple[str, ...]:
     """`--payloads a,b` / PAYLOADS; empty means the flavor's defaults, `none` means no payloads.
     Each name must be a payload folder's name (no path: `../x` would leave the payloads folder)."""
-    from hpcai import payload_rules
+    from hpcai import payload_schema
 
     v = (value or "").strip()
     if not v:
@@ -110,7 +110,7 @@ def parse_payloads(value: str | None, fl: Flavor) -> tuple[str, ...]:
     if v == "none":
         return ()
     names = dict.fromkeys(p.strip() for p in v.split(",") if p.strip())
-    return tuple(shaped("--payloads (PAYLOADS)", p, payload_rules.NAME, payload_rules.NAME_SHAPE) for p in names)
+    return tuple(shaped("--payloads (PAYLOADS)", p, payload_schema.NAME, payload_schema.NAME_SHAPE) for p in names)
 
 
 def component_selections(sets: list[str]) -> dict[str, str]:

@@ -215,7 +215,7 @@ def evaluate(run_dir: Path, plan: dict[str, Any]) -> dict[str, Any]:
 def prepare(payload: str) -> None:
     """Import what finalize() reads PAYLOAD's record with (its parser, the runner's metric rules),
     so that a launch can do it while the ranks run rather than after (benchmarks/launch_overhead.py)."""
-    from hpcai.payload_rules import bench_runner
+    from hpcai.bench_runner import bench_runner
     from hpcai.results import energy, tflops  # noqa: F401 - imported for finalize
     from hpcai.results.parsers import _module, parser_for_payload
 
