@@ -49,6 +49,8 @@ class Key:
     json: Mapping[str, Any] = field(default_factory=dict)  # that value's JSON Schema
     table: Table | None = None    # the key holds a table of these keys
     named: bool = False           # … or tables of these keys by name: choices/shape check the names
+    many: bool = False            # … or a list of such tables ([[alternates]])
+    required: bool = False        # a table without it is refused
 
     @property
     def kind(self) -> str:
@@ -69,6 +71,9 @@ class Table:
         if bad:
             raise UsageError(f"{where}: unknown key(s) {', '.join(prefix + b for b in bad)}; "
                              f"valid: {', '.join(sorted(self.keys))}")
+        missing = [prefix + name for name, key in self.keys.items() if key.required and name not in raw]
+        if missing:
+            raise UsageError(f"{where}: missing key(s) {', '.join(missing)}")
         return {name: self._value(where, self.keys[name], value, prefix) for name, value in raw.items()}
 
     def _value(self, where: str, key: Key, value: Any, prefix: str) -> Any:
@@ -88,6 +93,11 @@ class Table:
 
     def _nested(self, where: str, key: Key, value: Any, path: str) -> dict[str, Any]:
         assert key.table is not None
+        if key.many:
+            if not isinstance(value, list):
+                raise UsageError(f"{where}: {path} must be a list of tables ([[{path}]]), got {value!r}")
+            return [key.table.read(where, _table(where, f"{path}[{i}]", one), f"{path}[{i}].")
+                    for i, one in enumerate(value)]
         _table(where, path, value)
         if not key.named:
             return key.table.read(where, value, f"{path}.")
@@ -115,7 +125,8 @@ class Table:
     def json_object(self) -> dict[str, Any]:
         """The table's rules as a JSON Schema object: types, choices, bounds, patterns, and no key
         it does not know."""
-        return {"type": "object", "additionalProperties": False,
+        required = sorted(name for name, key in self.keys.items() if key.required)
+        return {"type": "object", "additionalProperties": False, **({"required": required} if required else {}),
                 "properties": {name: _json(key) for name, key in sorted(self.keys.items())}}
 
     def json_schema(self, title: str) -> dict[str, Any]:
@@ -181,6 +192,8 @@ def _string(key: Key) -> dict[str, Any]:
 def _json(key: Key) -> dict[str, Any]:
     if key.table is not None:
         inner = key.table.json_object()
+        if key.many:
+            return {"type": "array", "items": inner}
         if not key.named:
             return inner
         names = {"enum": list(key.choices)} if key.choices else {"pattern": key.shape.pattern} if key.shape else {}

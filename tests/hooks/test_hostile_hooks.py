@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from hooklib import BASE_ENV, ENTRYPOINT, HOOKS, REPO, as_root, hook_file
+from hooklib import BASE_ENV, ENTRYPOINT, HOOKS, LIB, REPO, as_root, hook_file
 
 pytestmark = pytest.mark.hostile
 ERREXIT = ("-e",)
@@ -66,7 +66,7 @@ MALFORMED = ["abc", "1e3"]
 
 
 def _words(name: str) -> list[str]:
-    match = re.search(rf"^{name}='([^']*)'", ENTRYPOINT.read_text(), re.M)
+    match = re.search(rf"^{name}='([^']*)'", LIB.read_text(), re.M)
     assert match, name
     return match.group(1).split()
 

@@ -31,7 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 BASE = os.environ.get("HPCAI_DEBIAN_BASE", "debian:bookworm-slim")  # as docker-up.sh
 PYTHON_SOURCES = ("tests", "benchmarks")
-SHELL_SOURCES = ("tests/infra/*.sh", ".ci/run", "entrypoints/hpcai-shim", "entrypoints/hpcai-entrypoint")
+SHELL_SOURCES = ("tests/infra/*.sh", ".ci/run", "entrypoints/hpcai-shim", "entrypoints/hpcai-entrypoint",
+                 "entrypoints/hpcai-lib.sh")
 # Where this project's own tools live (the virtualenv, from pip): looked at after the system's.
 OWN_BIN = [str(REPO / ".venv" / "bin"), str(Path(sys.prefix) / "bin")]
 SHELL_WORDS = {

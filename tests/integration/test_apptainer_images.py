@@ -232,7 +232,7 @@ def test_ctrl_c_during_a_conversion_leaves_nothing_behind(pytorch_cpu_image, tmp
 
 PODMAN_STANDIN = """\
 FROM docker.io/library/debian:bookworm-slim
-COPY hpcai-entrypoint /opt/hpcai/bin/hpcai-entrypoint
+COPY hpcai-entrypoint hpcai-lib.sh /opt/hpcai/bin/
 COPY hpcai-bench /opt/hpcai/bin/hpcai-bench
 COPY payload.toml /opt/hpcai/payloads/sanity/payload.toml
 ENV HPCAI_PREFIX=/opt/hpcai
@@ -253,7 +253,8 @@ def test_sif_from_a_podman_image(tmp_path):
     ctx = tmp_path / "ctx"
     ctx.mkdir()
     (ctx / "Dockerfile").write_text(PODMAN_STANDIN)
-    (ctx / "hpcai-entrypoint").write_bytes((repo / "entrypoints" / "hpcai-entrypoint").read_bytes())
+    for name in ("hpcai-entrypoint", "hpcai-lib.sh"):
+        (ctx / name).write_bytes((repo / "entrypoints" / name).read_bytes())
     (ctx / "hpcai-bench").write_text("#!/bin/sh\necho \"BENCH $*\"\n")
     (ctx / "payload.toml").write_text('description = "stand-in"\n')
     for name in ("hpcai-entrypoint", "hpcai-bench"):

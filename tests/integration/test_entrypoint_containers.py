@@ -36,7 +36,7 @@ STANDIN_DOCKERFILE = f"""\
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends libfabric1 libfabric-bin \\
     && rm -rf /var/lib/apt/lists/*
-COPY hpcai-entrypoint {ENTRY}
+COPY hpcai-entrypoint hpcai-lib.sh /opt/hpcai/bin/
 COPY hooks.d/ /opt/hpcai/entrypoint.d/
 RUN mkdir -p /host/lib /host/usr
 ENV HPCAI_PREFIX=/opt/hpcai
@@ -95,7 +95,8 @@ def image(request) -> str:
     if tag:
         warnings.warn(f"{tag} lacks the entrypoint, libfabric or fi_info; using the stand-in image")
     with tempfile.TemporaryDirectory() as ctx:
-        shutil.copy(REPO / "entrypoints/hpcai-entrypoint", Path(ctx) / "hpcai-entrypoint")
+        for name in ("hpcai-entrypoint", "hpcai-lib.sh"):
+            shutil.copy(REPO / "entrypoints" / name, Path(ctx) / name)
         shutil.copytree(REPO / "entrypoints/hooks.d", Path(ctx) / "hooks.d")
         (Path(ctx) / "Dockerfile").write_text(STANDIN_DOCKERFILE)
         docker_build(Path(ctx), STANDIN_TAG)

@@ -5,7 +5,7 @@ the expected number of series.
 (tests/infra/slurm-up.sh) through `hpcai sweep` (1 and 2 nodes), with the CPU image from the
 build engineer's `pytorch_cpu_image` fixture. `test_hand_built_records_from_real_logs` needs no
 engine: its records are built by hand (clearly: no launcher ran) around the real captured logs
-in shared/samples, so the results pipeline is covered on every machine.
+in tests/fixtures/samples, so the results pipeline is covered on every machine.
 """
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ from pathlib import Path
 
 import pytest
 
-SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "samples"
-if not SAMPLES.is_dir():
-    SAMPLES = Path("/work/shared/samples")
+SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "samples"
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 
 PASSING = """
@@ -98,7 +96,6 @@ def _hand_built(root: Path, name: str, payload: str, log: Path, nodes: int = 1) 
     return run
 
 
-@pytest.mark.skipif(not (SAMPLES / "hf_run_clm.log").is_file(), reason="shared/samples not present")
 def test_hand_built_records_from_real_logs(tmp_path, hpcai):
     runs = tmp_path / "runs"
     _hand_built(runs, "hf-1", "hf-clm", SAMPLES / "hf_run_clm.log")

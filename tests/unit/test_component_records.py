@@ -65,21 +65,24 @@ def test_condition_terms_all_hold_and_alternatives_any(terms, traits, holds):
 
 @pytest.mark.parametrize("change, message", [
     ({"when": ["from_source", "mpi:openmpi"]},
-     r"^components\.toml, component x, when: unknown term 'mpi:openmpi'; valid: from_source, ofi, cxi, horovod, mpi:ompi"),
-    ({"when": ["fromsource|ofi"]}, r"^components\.toml, component x, when: unknown term 'fromsource'"),
-    ({"debian_when": ["!cpu"]}, r"^components\.toml, component x, debian_when: unknown term '!cpu'"),
-    ({"when": "from_source"}, r"^components\.toml, component x, when: expected a list of terms"),
+     r"^components\.toml: components\.x\.when: unknown term 'mpi:openmpi'; valid: from_source, ofi, cxi, horovod, mpi:ompi"),
+    ({"when": ["fromsource|ofi"]}, r"^components\.toml: components\.x\.when: unknown term 'fromsource'"),
+    ({"debian_when": ["!cpu"]}, r"^components\.toml: components\.x\.debian_when: unknown term '!cpu'"),
+    ({"when": "from_source"}, r"^components\.toml: key 'components\.x\.when' must be a list of strings, got 'from_source'$"),
     ({"install": "pmx.sh"},
-     r"^components\.toml, component x, install 'pmx\.sh': no such script in dockerfiles/install/$"),
-    ({"install": "../lib.sh"}, r"^components\.toml, component x, install '\.\./lib\.sh': expected a script name"),
-    ({"install": ""}, r"^components\.toml, component x: `install` and `when` go together"),
+     r"^components\.toml: components\.x\.install 'pmx\.sh': no such script in dockerfiles/install/$"),
+    ({"install": "../lib.sh"}, r"^components\.toml: components\.x\.install '\.\./lib\.sh': expected a script name"),
+    ({"install": ""}, r"^components\.toml: components\.x: `install` and `when` go together"),
     ({"builder_packages": ["libnuma dev"]},
-     r"^components\.toml, component x, builder_packages: expected a list of Debian package names"),
+     r"^components\.toml: components\.x\.builder_packages 'libnuma dev': expected a Debian package name"),
     ({"debian_final_packages": ["mpich"]},
-     r"^components\.toml, component x, debian_final_packages: no `debian_when` says when to install them$"),
-    ({"builder_package": ["libnuma-dev"]}, r"^components\.toml, component x: unknown key 'builder_package'; valid: "),
-    ({"gpu_kernels": "yes"}, r"^components\.toml, component x, gpu_kernels: expected true or false"),
-    ({"gpu_kernels": True, "install": "", "when": []}, r"^components\.toml, component x, gpu_kernels: .*only beside `install`$"),
+     r"^components\.toml: components\.x\.debian_final_packages: no `debian_when` says when to install them$"),
+    ({"builder_package": ["libnuma-dev"]}, r"^components\.toml: unknown key\(s\) components\.x\.builder_package; valid: "),
+    ({"gpu_kernels": "yes"}, r"^components\.toml: key 'components\.x\.gpu_kernels' must be true or false"),
+    ({"gpu_kernels": True, "install": "", "when": []}, r"^components\.toml: components\.x\.gpu_kernels: .*only beside `install`$"),
+    ({"sha256": "ABC"}, r"^components\.toml: components\.x\.sha256 'ABC': expected a sha256 digest"),
+    ({"alternates": [{"version": "1.0"}]}, r"^components\.toml: missing key\(s\) components\.x\.alternates\[0\]\.url$"),
+    ({"alternates": {"version": "1.0"}}, r"^components\.toml: components\.x\.alternates must be a list of tables"),
 ])
 def test_a_bad_record_is_refused_naming_the_component_and_field(change, message):
     with pytest.raises(UsageError, match=message):
@@ -123,3 +126,17 @@ def test_system_packages_per_configuration_from_the_records():
     assert packages("tensorflow-cpu", mpi="mpich", ofi="0", hvd="1") == {
         "builder": {"libmpich-dev", "mpich", "cmake", "git"}, "final": {"mpich", "libmpich12"}}
     assert packages("pytorch-cpu", mpi="none", ofi="0") == {"builder": set(), "final": set()}
+
+
+def test_the_record_schema_as_json_schema_holds_every_record():
+    """The same keys as JSON Schema (hpcai.schema writes it): every record of components.toml
+    passes, and one the reader refuses (an unknown key, a bad digest) is refused there too."""
+    from jsonschema import Draft202012Validator
+
+    schema = components.RECORD.json_schema("a components.toml record")
+    Draft202012Validator.check_schema(schema)
+    validator = Draft202012Validator(schema)
+    for name, record in components._raw()["components"].items():
+        assert list(validator.iter_errors(record)) == [], name
+    for change in ({"builder_package": ["x"]}, {"sha256": "ABC"}, {"alternates": [{"version": "1"}]}):
+        assert list(validator.iter_errors({**RECORD, **change})), change

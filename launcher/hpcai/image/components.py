@@ -26,6 +26,7 @@ else:  # pragma: no cover
 
 from hpcai.errors import UsageError, unknown
 from hpcai.resources import data_path, package_file
+from hpcai.schema import Key, Shape, Table
 
 UNVERIFIED = "unverified"  # the sha256 placeholder fetch.sh accepts only with a warning
 
@@ -62,9 +63,20 @@ class Source:
 
 PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+")  # a Debian package name
 SCRIPT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.sh")  # a file directly under dockerfiles/install/
-RECORD_KEYS = ("version", "url", "url_template", "sha256", "source", "alternates", "install", "when",
-               "builder_packages", "final_packages", "debian_when", "debian_builder_packages",
-               "debian_final_packages", "gpu_kernels")
+_SHA256 = Shape(re.compile(r"[0-9a-f]{64}").fullmatch, "a sha256 digest (64 hex digits, lower case)", "^[0-9a-f]{64}$")
+_PACKAGE = Shape(PACKAGE.fullmatch, 'a Debian package name like "libnuma-dev"', f"^{PACKAGE.pattern}$")
+_SCRIPT = Shape(lambda v: v == "" or bool(SCRIPT.fullmatch(v)),  # "": none, as when the key is left out
+                "a script name like libfabric.sh (a file under dockerfiles/install/)", f"^(|{SCRIPT.pattern})$")
+_WHAT = "components.toml"
+_ALTERNATE = Table([Key("version", "", required=True), Key("url", "", required=True), Key("sha256", "", shape=_SHA256),
+                    Key("source", ""), Key("note", "")], _WHAT)  # note: why this version is listed
+# One [components.<name>] record (the file's header comment says what each key means).
+RECORD = Table([
+    Key("version", "", required=True), Key("url", "", required=True), Key("url_template", ""),
+    Key("sha256", "", shape=_SHA256), Key("source", ""), Key("alternates", None, table=_ALTERNATE, many=True),
+    Key("install", "", shape=_SCRIPT), Key("when", ()), Key("debian_when", ()), Key("gpu_kernels", False),
+    *(Key(f"{prefix}{stage}_packages", (), shape=_PACKAGE) for prefix in ("", "debian_") for stage in ("builder", "final")),
+], _WHAT)
 
 
 @dataclass(frozen=True)
@@ -145,74 +157,57 @@ def manifest() -> dict[str, Component]:
 
 
 def parse_record(name: str, c: dict) -> Component:
-    """One components.toml record, checked: unknown keys, condition terms, script, package names."""
-    # (No square brackets in errors: the CLI prints them through rich, which reads them as markup.)
-    where = f"components.toml, component {name}"
-    extra = sorted(set(c) - set(RECORD_KEYS))
-    if extra:
-        raise UsageError(f"{where}: unknown key {extra[0]!r}; valid: {', '.join(RECORD_KEYS)}")
+    """One components.toml record, checked: its keys and their types (RECORD), then the condition
+    terms, the script, and the packages and `gpu_kernels` only beside the condition they need."""
+    path = f"components.{name}"
+    RECORD.read(_WHAT, c, f"{path}.")
     # A missing sha256 means no trusted checksum exists (rccl-tests): the source is
     # UNVERIFIED, and make_spec refuses images that use it unless --allow-unverified.
     default = Source(name, c["version"], c["url"].format(version=c["version"]),
                      c.get("sha256", UNVERIFIED))
     alts = tuple(Source(name, a["version"], a["url"], a.get("sha256", UNVERIFIED))
                  for a in c.get("alternates", []))
-    install = _install_script(where, c)
-    when = _condition(f"{where}, when", c.get("when", []))
+    install = c.get("install", "")
+    if install and not data_path("dockerfiles", "install", install).is_file():
+        raise UsageError(f"{_WHAT}: {path}.install {install!r}: no such script in dockerfiles/install/")
+    when = _condition(f"{path}.when", c.get("when", []))
     if bool(install) != bool(when.terms):
-        raise UsageError(f"{where}: `install` and `when` go together (a script needs its condition, "
+        raise UsageError(f"{_WHAT}: {path}: `install` and `when` go together (a script needs its condition, "
                          "and a condition without a script builds nothing)")
-    debian_when = _condition(f"{where}, debian_when", c.get("debian_when", []))
-    packages = _packages(where, c, "", when)
-    debian_packages = _packages(where, c, "debian_", debian_when)
+    debian_when = _condition(f"{path}.debian_when", c.get("debian_when", []))
+    packages = _packages(path, c, "", when)
+    debian_packages = _packages(path, c, "debian_", debian_when)
     gpu_kernels = c.get("gpu_kernels", False)
-    if not isinstance(gpu_kernels, bool) or (gpu_kernels and not install):
-        raise UsageError(f"{where}, gpu_kernels: expected true or false, and true only beside `install`")
+    if gpu_kernels and not install:
+        raise UsageError(f"{_WHAT}: {path}.gpu_kernels: true only beside `install`")
     # url_template: for versions not listed (when `url` is one concrete file, as for horovod).
     return Component(name, c.get("url_template", c["url"]), default, alts, c.get("source", ""),
                      install, when, packages, debian_when, debian_packages, gpu_kernels)
 
 
-def _install_script(where: str, c: dict) -> str:
-    """The record's `install`: one script file directly under dockerfiles/install/, which must exist."""
-    install = c.get("install", "")
-    if not install:
-        return ""
-    if not isinstance(install, str) or not SCRIPT.fullmatch(install):
-        raise UsageError(f"{where}, install {install!r}: expected a script name like libfabric.sh "
-                         "(a file under dockerfiles/install/)")
-    if not data_path("dockerfiles", "install", install).is_file():
-        raise UsageError(f"{where}, install {install!r}: no such script in dockerfiles/install/")
-    return install
-
-
-def _condition(where: str, terms: object) -> Condition:
+def _condition(key: str, terms: list[str]) -> Condition:
     """A `when`/`debian_when` list, each alternative checked against the traits a spec has."""
     from hpcai.image.flavors import trait_names
 
-    if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
-        raise UsageError(f"{where}: expected a list of terms like \"from_source\", \"mpi:ompi|mpi:mpich\"")
     parsed = tuple(tuple(a.strip() for a in term.split("|")) for term in terms)
     valid = trait_names()
     for term in parsed:
         for alternative in term:
             if alternative.lstrip("!") not in valid:
-                raise UsageError(f"{where}: unknown term {alternative!r}; valid: {', '.join(valid)} "
+                raise UsageError(f"{_WHAT}: {key}: unknown term {alternative!r}; valid: {', '.join(valid)} "
                                  "(each may be negated with !)")
     return Condition(parsed)
 
 
-def _packages(where: str, c: dict, prefix: str, condition: Condition) -> Packages:
-    """`<prefix>builder_packages` and `<prefix>final_packages`: Debian package names, only beside
-    the condition that installs them."""
+def _packages(path: str, c: dict, prefix: str, condition: Condition) -> Packages:
+    """`<prefix>builder_packages` and `<prefix>final_packages`, only beside the condition that
+    installs them."""
     found = {}
     for stage in ("builder", "final"):
         key = f"{prefix}{stage}_packages"
         names = c.get(key, [])
-        if not isinstance(names, list) or not all(isinstance(n, str) and PACKAGE.fullmatch(n) for n in names):
-            raise UsageError(f"{where}, {key}: expected a list of Debian package names like \"libnuma-dev\"")
         if names and not condition.terms:
-            raise UsageError(f"{where}, {key}: no `{prefix}when` says when to install them")
+            raise UsageError(f"{_WHAT}: {path}.{key}: no `{prefix}when` says when to install them")
         found[stage] = tuple(names)
     return Packages(**found)
 
