@@ -495,17 +495,21 @@ hpcai_gpu_vendor() {
     fi
 }
 
-# hpcai_fabric_problem REASON: a mounted host fabric cannot be used. A warning, or the end of
-# the launch with exit 78 (EX_CONFIG) under HPCAI_STRICT_FABRIC=1.
-hpcai_fabric_problem() {
-    HPCAI_FABRIC_PROBLEM=$1
-    if [ "${HPCAI_STRICT_FABRIC:-0}" = 1 ] && [ "${HPCAI__CHECKING:-0}" != 1 ]; then
-        printf 'hpcai-entrypoint: error: %s (HPCAI_STRICT_FABRIC=1)\n' "$1" >&2
+# hpcai_problem WHAT REASON: a mounted host WHAT (FABRIC, MPI) cannot be used. HPCAI_WHAT_PROBLEM
+# = REASON (--check reports it as a FAIL line); a warning, or the end of the launch with exit 78
+# (EX_CONFIG) under HPCAI_STRICT_WHAT=1. WHAT is one of those two words, never user input.
+hpcai_problem() {
+    eval "HPCAI_$1_PROBLEM=\$2"
+    hpcai_get "HPCAI_STRICT_$1"
+    if [ "${hpcai_value:-0}" = 1 ] && [ "${HPCAI__CHECKING:-0}" != 1 ]; then
+        printf 'hpcai-entrypoint: error: %s (HPCAI_STRICT_%s=1)\n' "$2" "$1" >&2
         trap - EXIT  # said already
         exit 78
     fi
-    hpcai_warn "$1"
+    hpcai_warn "$2"
 }
+
+hpcai_fabric_problem() { hpcai_problem FABRIC "$1"; }
 
 # hpcai_resolve_lib SONAME: $hpcai_value = the file the loader will map for SONAME: the first
 # LD_LIBRARY_PATH dir holding it, else the ld.so cache; symlinks resolved. Diagnostics only.

@@ -18,18 +18,9 @@
 
 _hm_lib=${HPCAI_HOST_MPI_LIB:-/host/mpi/lib}
 
-# _hm_problem REASON: the host MPI cannot be used. A warning, or exit 78 (EX_CONFIG) under
-# HPCAI_STRICT_MPI=1; --check reports it as a FAIL line instead.
-_hm_problem() {
-    # shellcheck disable=SC2034  # read by hpcai__check
-    HPCAI_MPI_PROBLEM=$1
-    if [ "${HPCAI_STRICT_MPI:-0}" = 1 ] && [ "${HPCAI__CHECKING:-0}" != 1 ]; then
-        printf 'hpcai-entrypoint: error: %s (HPCAI_STRICT_MPI=1)\n' "$1" >&2
-        trap - EXIT  # said already
-        exit 78
-    fi
-    hpcai_warn "$1"
-}
+# _hm_problem REASON: the host MPI cannot be used (hpcai_problem: a warning, or exit 78 under
+# HPCAI_STRICT_MPI=1; --check reports it as a FAIL line instead).
+_hm_problem() { hpcai_problem MPI "$1"; }
 
 # _hm_twin NAME: $hpcai_value = the other name of an MPICH-ABI library ('' for none).
 _hm_twin() {
