@@ -4,7 +4,7 @@ set-but-empty rank variables, cache and private folders that another user plante
 A malformed rank or size (`SLURM_PROCID=abc`, `LOCAL_RANK=1e3`: every variable of the
 entrypoint's HPCAI__RANKS and HPCAI__SIZES) is refused before any hook runs: exit 2 and one line,
 `hpcai-entrypoint: error: VAR='…' is not a non-negative decimal integer …`, because ranks that
-guessed would share rank 0's files (tests/unit/test_hostile_round3_h.py has the whole matrix).
+guessed would share rank 0's files (tests/unit/run/test_entrypoint_shim_input.py has the whole matrix).
 An empty one counts as unset: one warning, and torch's own (RANK='') are filled in. Any other
 malformed number (a job id, GPUs per node) is still one warning and ignored.
 

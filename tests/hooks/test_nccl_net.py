@@ -1,7 +1,7 @@
 """20-nccl-net: the image's OFI plugin, NCCL_NET only multi-node, Slingshot defaults on cxi.
 
 The defaults come from entrypoints/hooks.d/slingshot-env.sh, the one copy the launcher reads too
-(tests/unit/test_sites_runtimes.py checks that no site or hook holds another)."""
+(tests/unit/run/test_sites_runtimes.py checks that no site or hook holds another)."""
 
 from __future__ import annotations
 

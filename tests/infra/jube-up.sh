@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # JUBE 2.7.1 (FZJ-JSC's benchmarking environment, CARAML's and MMoCLIP's workflow tool) in the
 # project venv: the tests run `jube run/continue/result` on what `hpcai sweep --jube` exports
-# (tests/unit/test_jube_export.py, tests/integration/test_jube.py). JUBE is pure Python but not on
+# (tests/unit/run/test_jube_export.py, tests/integration/test_jube.py). JUBE is pure Python but not on
 # PyPI: it is installed from its GitHub tag archive in tests/infra/mirror/ (sha256-checked against
 # its SHA256SUMS; GitHub is not reachable here) with the venv's pip, which also brings its one
 # dependency, PyYAML, from PyPI (also in pyproject.toml's test extra).

@@ -7,7 +7,7 @@ numbers at /dev/kfd, /dev/dri/card0 and /dev/dri/renderD128, made for this modul
 after it (on a machine that has the real ones, those are used and left alone). The runtimes
 accept them as they would the real ones; what a GPU would add (the ROCm runtime opening them) is
 `make gpu-check`'s (tests/gpu/test_gpu_rocm.py). The flags themselves, per site and runtime, are
-token-list tests in tests/unit/test_gpu_flags.py and test_runtimes.py.
+token-list tests in tests/unit/run/test_gpu_flags.py and test_runtimes.py.
 """
 
 from __future__ import annotations

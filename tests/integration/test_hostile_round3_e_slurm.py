@@ -2,7 +2,7 @@
 hang-up (SIGHUP) of `hpcai launch` with the srun backend cancels the step as SIGTERM does
 (tests/integration/test_launch_slurm.py): every rank is ended, status.json says `cancelled` by a
 hang-up. The ranks are docker containers of the local `debian:bookworm-slim` started by the rank
-shim in Slurm tasks on two nodes; the local backend's case is tests/unit/test_hostile_round3_e.py.
+shim in Slurm tasks on two nodes; the local backend's case is tests/unit/run/test_hang_ups.py.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 The SIFs are tiny: the session's Debian SIF (tests/integration/test_launch_apptainer_local.py)
 with a `%labels` section added by a def build (`Bootstrap: localimage`), one per MPI, cached by
 the def's text (which names the base by its Docker image Id). The rule itself is unit-tested in
-tests/unit/test_pmi.py; the pairs are proven on the Slurm cluster in tests/integration/test_pmi_slurm.py.
+tests/unit/run/test_pmi.py; the pairs are proven on the Slurm cluster in tests/integration/test_pmi_slurm.py.
 """
 
 from __future__ import annotations

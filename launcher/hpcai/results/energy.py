@@ -7,7 +7,7 @@ column per device such as `pynvml:0`) into `--df-out`; energy = Σ ½(Pᵢ+Pᵢ�
 After the run, `energy/combined_energy.csv` is the table CARAML's `aux/combine_energy.py` writes
 from its per-rank energy files: one row per power CSV (hpcai measures once per node), each device's
 Wh as jpwr's `energy()` computes it (Σᵢ≥₁ Pᵢ·(tᵢ−tᵢ₋₁) / 3600, a right Riemann sum, not the
-trapezoids above), full precision; tests/unit/test_energy_caraml.py runs CARAML's script on the
+trapezoids above), full precision; tests/unit/results/test_energy_caraml.py runs CARAML's script on the
 same files and compares.
 """
 
