@@ -121,8 +121,21 @@ mpi_swap = {{ lib = "{root}/mpich/*/lib", deps = ["{root}/deps/libhwloc.so.15"],
 # on two of them for neighbours and UCX's shared memory then opens a peer's /proc/PID/fd, which
 # the other Slurm task's process may not (permission denied); named segments in /dev/shm work.
 UCX_POSIX_USE_PROC_LINK = "n"
+# UCX's TCP transport opens every interface it lists: a docker build's veth, made and removed
+# while MPI starts, then fails the rank ("init_worker No such device", seen in CI on 2026-11-27
+# while another build ran). The one interface of the default route joins the fake nodes.
+UCX_NET_DEVICES = "{_route_interface()}"
 """
     return {**ENV, "HPCAI_SITE_PATH": site_path("swap-test", text)}
+
+
+def _route_interface() -> str:
+    """The interface of the default route (/proc/net/route), else the loopback."""
+    for line in Path("/proc/net/route").read_text().splitlines()[1:]:
+        fields = line.split()
+        if len(fields) > 1 and fields[1] == "00000000":
+            return fields[0]
+    return "lo"
 
 
 def launch(hpcai_exe, env, image: str, run_dir: Path, *options: str, cmd: list[str]) -> subprocess.CompletedProcess:
