@@ -26,9 +26,9 @@ ROOT = payloads.payloads_root()
 
 
 def test_every_issue_payload_is_shipped():
-    assert NAMES == sorted(["sanity", "mpi-allreduce", "ddp-bench", "hvd-synthetic", "hf-clm",
-                            "tf-resnet50", "tf-cnn-benchmarks", "nccl-tests", "rccl-tests", "osu", "openclip",
-                            "mila-suite", "mila-training", "megatron-gpt"])
+    """The payloads the issues asked for are shipped (a further one may be added)."""
+    assert {"sanity", "mpi-allreduce", "ddp-bench", "hvd-synthetic", "hf-clm", "tf-resnet50", "tf-cnn-benchmarks",
+            "nccl-tests", "rccl-tests", "osu", "openclip", "mila-suite", "mila-training", "megatron-gpt"} <= set(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)
