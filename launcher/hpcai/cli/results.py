@@ -252,6 +252,18 @@ def plot_cmd(
     err.print(f"wrote {plain(output, lines=False)} ({plot.series_count(fig)} series)", soft_wrap=True, markup=False)
 
 
+@results_app.command("schema")
+def schema_cmd() -> None:
+    """The baselines file's rules (`compare --baselines FILE`) as JSON Schema (draft 2020-12), for
+    an editor to check one as it is written: its two tables, the [value, lower, upper, unit] or
+    [value, unit] of each reference. hpcai checks the same when it reads the file, then what a
+    schema cannot say: payloads, conditions and units that exist (hpcai.results.baselines)."""
+    from hpcai.output import emit_json
+    from hpcai.results.baselines import SCHEMA
+
+    emit_json(SCHEMA.json_schema("hpcai baselines file (hpcai results compare --baselines FILE)"), sort_keys=True)
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
     app.add_typer(results_app, name="results", rich_help_panel="Results")

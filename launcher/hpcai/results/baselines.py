@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcai.errors import UsageError
+from hpcai.schema import Key, Table
 
 _PLAN_KEYS = ("nodes", "ntasks_per_node", "gpus_per_node")
 # The smallest value each plan key takes in a record (a CPU-only run has gpus_per_node 0); a
@@ -211,8 +212,6 @@ def _check_unit(source: str, where: str, manifest: Any, ref: Reference) -> None:
 
 def _weights(source: str, data: dict[str, Any]) -> dict[str, float]:
     weights = data.get("weights", {})
-    if not isinstance(weights, dict):
-        raise UsageError(f"{source}: weights must be a table of configuration = weight, got {type(weights).__name__}")
     for key, w in weights.items():
         if key not in data["references"]:
             raise UsageError(f"{source}: {_key('weights', key)}: no such configuration in [references]; valid: "
@@ -222,16 +221,42 @@ def _weights(source: str, data: dict[str, Any]) -> dict[str, float]:
     return {k: float(w) for k, w in weights.items()}
 
 
+def _references(source: str, refs: Any) -> dict[str, Any]:
+    if not isinstance(refs, dict) or not refs:
+        raise UsageError(f"{source}: no [references.\"<payload>\"] tables (see `hpcai results compare --help`)")
+    return refs
+
+
+def _weights_table(source: str, weights: Any) -> dict[str, Any]:
+    if not isinstance(weights, dict):
+        raise UsageError(f"{source}: weights must be a table of configuration = weight, got {type(weights).__name__}")
+    return weights
+
+
+_NUMBER_ABOVE_0 = {"type": "number", "exclusiveMinimum": 0}
+_REFERENCE_JSON = {"oneOf": [  # [value, unit] | [value, lower, upper, unit]
+    {"type": "array", "prefixItems": [_NUMBER_ABOVE_0, {"type": "string"}], "minItems": 2, "items": False},
+    {"type": "array", "prefixItems": [_NUMBER_ABOVE_0, {"type": "number", "minimum": -1, "maximum": 0},
+                                      {"type": "number", "minimum": 0}, {"type": "string"}],
+     "minItems": 4, "items": False}]}
+# The file's two tables, declared as every TOML file of hpcai is (hpcai.schema): an unknown key is
+# said alike, and `hpcai results schema` publishes the rules as JSON Schema. Their keys are data
+# (configurations, systems, metrics), so the rules above are read by the functions here.
+SCHEMA = Table([
+    Key("references", None, parse=_references, json={
+        "type": "object", "minProperties": 1, "additionalProperties": {  # "payload k=v …"
+            "type": "object", "additionalProperties": {  # system: "site:partition", "site:*", "*"
+                "type": "object", "minProperties": 1, "additionalProperties": _REFERENCE_JSON}}}),
+    Key("weights", None, parse=_weights_table, json={"type": "object", "additionalProperties": _NUMBER_ABOVE_0}),
+], "baselines file")
+
+
 def configurations(data: Any, source: str) -> list[Configuration]:
     """The configurations of a parsed baselines document; SOURCE names it in errors."""
     if not isinstance(data, dict):
         raise UsageError(f"{source}: a baselines file is a TOML document, got {type(data).__name__}")
-    refs = data.get("references")
-    if not isinstance(refs, dict) or not refs:
-        raise UsageError(f"{source}: no [references.\"<payload>\"] tables (see `hpcai results compare --help`)")
-    unknown_keys = set(data) - {"references", "weights"}
-    if unknown_keys:
-        raise UsageError(f"{source}: unknown top-level keys {sorted(unknown_keys)}; valid: references, weights")
+    SCHEMA.read(source, data)
+    refs = _references(source, data.get("references"))
     weights = _weights(source, data)
     return [_configuration(source, k, v, weights.get(k, 1.0)) for k, v in refs.items()]
 

@@ -49,7 +49,7 @@ BAD_BASELINES = {
                       "finite number > 0"),
     "weight names no configuration": (REF.format(ref='[1000.0, "img/s"]') + '[weights]\n"osu" = 2.0\n',
                                       "no such configuration"),
-    "unknown top-level key": ("extra = 1\n" + REF.format(ref='[1000.0, "img/s"]'), "unknown top-level keys"),
+    "unknown top-level key": ("extra = 1\n" + REF.format(ref='[1000.0, "img/s"]'), "unknown key(s) extra; valid: references, weights"),
 }
 
 

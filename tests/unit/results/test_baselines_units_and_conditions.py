@@ -130,3 +130,33 @@ def test_valid_conditions_still_select_the_runs(tmp_path, hpcai):
                 "--json")
     assert res.exit_code == 0, res.stderr
     assert strict_json(res.stdout)["rows"][0]["verdict"] == "pass"
+
+
+def test_the_baselines_schema_is_json_schema_that_agrees(hpcai, tmp_path):
+    """`hpcai results schema`: the file's rules as JSON Schema (checked with jsonschema): a good
+    file passes it, and files hpcai refuses for their shape (an unknown table, a reference of
+    three items, a value of 0, a bound above 0, a weight below 0) are refused by it too."""
+    import json
+
+    import tomllib
+    from jsonschema import Draft202012Validator
+
+    from hpcai.results.baselines import configurations
+
+    res = hpcai("results", "schema")
+    assert res.exit_code == 0, res.stderr
+    schema = json.loads(res.stdout)
+    Draft202012Validator.check_schema(schema)
+    validator = Draft202012Validator(schema)
+    good = ('[references."osu nodes=2"]\n"*" = { latency_8B = [2.0, -0.1, 0.1, "us"] }\n'
+            '"jureca:*" = { latency_8B = [2.5, "us"] }\n[weights]\n"osu nodes=2" = 2.0\n')
+    configurations(tomllib.loads(good), "good.toml")
+    assert list(validator.iter_errors(tomllib.loads(good))) == []
+    for bad in ('extra = 1\n[references.osu]\n"*" = { latency_8B = [2.0, "us"] }\n',
+                '[references.osu]\n"*" = { latency_8B = [2.0, 0.1, "us"] }\n',
+                '[references.osu]\n"*" = { latency_8B = [0, "us"] }\n',
+                '[references.osu]\n"*" = { latency_8B = [2.0, 0.1, 0.2, "us"] }\n',
+                '[references.osu]\n"*" = { latency_8B = [2.0, "us"] }\n[weights]\nosu = -1\n'):
+        with pytest.raises(UsageError):
+            configurations(tomllib.loads(bad), "bad.toml")
+        assert list(validator.iter_errors(tomllib.loads(bad))), bad

@@ -104,7 +104,7 @@ def test_weighted_geometric_mean_score(tmp_path, baselines):
 
 @pytest.mark.parametrize("text, message", [
     ("[references\n", "malformed TOML"),
-    ("x = 1\n", "no \\[references"),
+    ("x = 1\n", "unknown key\\(s\\) x; valid: references, weights"),
     ('[references."osu"]\n"*" = { latency_8B = [2.0, "low", 0.1, "us"] }\n', "lower must be a fraction"),
     ('[references."osu"]\n"*" = { latency_8B = 2.0 }\n', "must be \\[value, lower, upper, unit\\]"),
 ])
