@@ -2,7 +2,8 @@
 
 An EDF is a TOML file that `srun --environment=FILE` turns into a container (CSCS docs,
 software/container-engine/edf.md and resource-hook.md, cscs-docs 2026-08). `SCHEMA` holds every
-documented top-level key with its TOML type; `ANNOTATIONS` the hook annotations hpcai writes or
+documented top-level key with its TOML type (a hpcai.schema Table, as for every TOML file hpcai
+reads or writes); `ANNOTATIONS` the hook annotations hpcai writes or
 accepts, with their documented values. `build` makes the document for one container, `check`
 tests any document against the schema (tests parse written files back with tomllib and call it),
 and `render` writes TOML with tomli-w: every value passes `_value` first, the one place that
@@ -29,18 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcai.errors import UsageError, has_control
+from hpcai.schema import Key, Table
 
-# key -> (TOML type(s), verified against the CSCS EDF reference). "table" is a string->string table.
-SCHEMA: dict[str, tuple[tuple[type, ...] | str, bool]] = {
-    "base_environment": ((str, list), True),  # string or array of EDF names/paths
-    "image": ((str,), True),                  # mandatory
-    "workdir": ((str,), True),
-    "entrypoint": ((bool,), True),            # default true: run the image's ENTRYPOINT
-    "writable": ((bool,), True),              # default true
-    "mounts": ((list,), True),                # "SOURCE:DESTINATION[:FLAGS]", flags joined by "+"
-    "env": ("table", True),
-    "annotations": ("table", True),           # dotted keys, e.g. com.hooks.cxi.enabled = "true"
-}
 REQUIRED = ("image",)
 MOUNT_FLAGS = ("ro", "private")  # the flags the reference names ("ro", "private", etc.)
 TRUE_FALSE = ("true", "false")   # annotation values are strings, not TOML booleans
@@ -62,6 +53,51 @@ ANNOTATIONS: dict[str, tuple[str, ...]] = {
 # older revision only, and say variants "may vary depending on vClusters".
 UNVERIFIED = ("com.hooks.aws_ofi_nccl.variant=cuda11",)
 NCCL_VARIANTS = {"nvidia": "cuda-dl", "amd": "rocm6"}  # CSCS recommends cuda-dl (dynamic CUDA)
+
+
+def _base_environment(where: str, value: Any) -> Any:
+    if isinstance(value, str) or _is_strings(value):
+        return value
+    raise UsageError(f"{where}: base_environment must be a string or a list of strings, got {value!r}")
+
+
+def _strings(name: str):
+    """[env] and [annotations]: tables whose values (dotted names flattened) are strings."""
+    def parse(where: str, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise UsageError(f"{where}: {name} must be a table, got {value!r}")
+        wrong = next(((k, v) for k, v in flatten(value).items() if not isinstance(v, str)), None)
+        if wrong:
+            raise UsageError(f"{where}: {name}.{wrong[0]} must be a string, got {wrong[1]!r}")
+        return value
+    return parse
+
+
+def _annotations_json() -> dict[str, Any]:
+    """ANNOTATIONS as nested JSON Schema objects: [annotations.com.hooks.cxi] enabled = "true"."""
+    root: dict[str, Any] = {"type": "object", "properties": {}}
+    for name, values in ANNOTATIONS.items():
+        node = root
+        *parents, leaf = name.split(".")
+        for part in parents:
+            node = node["properties"].setdefault(part, {"type": "object", "properties": {}})
+        node["properties"][leaf] = {"type": "string", **({"enum": list(values)} if values else {})}
+    return root
+
+
+# The top-level keys, verified against the CSCS EDF reference, declared as every TOML file of
+# hpcai is (hpcai.schema). CE reads more than hpcai writes; `check` adds what a key's type cannot
+# say (the mounts' form, the annotations hpcai knows).
+SCHEMA = Table([
+    Key("base_environment", None, parse=_base_environment,  # an EDF name or path, or a list of them
+        json={"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}),
+    Key("image", ""), Key("workdir", ""),
+    Key("entrypoint", True),  # CE's default: run the image's ENTRYPOINT
+    Key("writable", True),
+    Key("mounts", ()),        # "SOURCE:DESTINATION[:FLAGS]", flags joined by "+"
+    Key("env", None, parse=_strings("env"), json={"type": "object", "additionalProperties": {"type": "string"}}),
+    Key("annotations", None, parse=_strings("annotations"), json=_annotations_json()),
+], "EDF")
 
 
 @dataclass(frozen=True)
@@ -195,23 +231,19 @@ def _is_strings(value: Any) -> bool:
 
 
 def check(doc: dict[str, Any]) -> list[str]:
-    """What in a parsed EDF (tomllib's dict, or `build`'s) the schema refuses; [] when valid."""
-    problems = [f"unknown key {k!r}; valid: {', '.join(SCHEMA)}" for k in doc if k not in SCHEMA]
-    problems += [f"missing {k!r}" for k in REQUIRED if not doc.get(k)]
+    """What in a parsed EDF (tomllib's dict, or `build`'s) CE would refuse or read otherwise, every
+    problem ([] when valid): each key against SCHEMA, then the mounts' form and the annotations."""
+    problems = [f"missing {k!r}" for k in REQUIRED if not doc.get(k)]
     for key, value in doc.items():
-        kind = SCHEMA.get(key, (None, False))[0]
-        if kind == "table":
-            if not isinstance(value, dict):
-                problems.append(f"{key} must be a table")
-                continue
-            flat = flatten(value)
-            problems += [f"{key}.{k} must be a string" for k, v in flat.items() if not isinstance(v, str)]
-            if key == "annotations":
-                problems += _check_annotations(flat)
-        elif kind and (not isinstance(value, kind) or (isinstance(value, list) and not _is_strings(value))):
-            problems.append(f"{key} must be {' or '.join(t.__name__ for t in kind)}, got {value!r}")
-    for item in doc.get("mounts", []) if _is_strings(doc.get("mounts")) else []:
-        problems += _check_mount(item)
+        try:
+            SCHEMA.read("EDF", {key: value})
+        except UsageError as exc:
+            problems.append(str(exc).removeprefix("EDF: "))  # one list of one document's problems
+            continue
+        if key == "annotations":
+            problems += _check_annotations(flatten(value))
+        elif key == "mounts":
+            problems += [p for item in value for p in _check_mount(item)]
     return problems
 
 

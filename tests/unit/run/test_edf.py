@@ -68,9 +68,9 @@ def test_schema_refuses_what_ce_would_not_read():
     doc = {"image": "x", "mounts": ["/a", "/a:/b:rw", "/a:/b:ro+private"], "entrypoint": "no", "envv": {},
            "env": {"A": 1}, "annotations": {"com": {"hooks": {"cxi": {"enabled": "yes"}, "mine": {"x": "1"}}}}}
     problems = edf.check(doc)
-    assert "unknown key 'envv'; valid: base_environment, image, workdir, entrypoint, writable, mounts, env, " \
-           "annotations" in problems
-    assert "entrypoint must be bool, got 'no'" in problems and "env.A must be a string" in problems
+    assert "unknown key(s) envv; valid: annotations, base_environment, entrypoint, env, image, mounts, workdir, " \
+           "writable" in problems
+    assert "key 'entrypoint' must be true or false, got 'no'" in problems and "env.A must be a string, got 1" in problems
     assert "annotation com.hooks.cxi.enabled = 'yes': expected one of true, false" in problems
     assert any(p.startswith("annotation 'com.hooks.mine.x' is not one hpcai knows") for p in problems)
     assert "mount '/a': expected SOURCE:DESTINATION[:FLAGS] with an absolute destination" in problems
@@ -102,3 +102,21 @@ def test_cli_stdout_file_and_errors(hpcai, tmp_path):
         res = hpcai("edf", *args)
         assert res.exit_code == 2 and line in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["env.toml"]  # nothing half-written
+
+
+def test_the_schema_as_json_schema_holds_what_hpcai_writes():
+    """SCHEMA written as JSON Schema (hpcai.schema, checked with jsonschema): the EDFs `build`
+    makes pass it, with their annotations; a document whose keys or types `check` refuses does not."""
+    from jsonschema import Draft202012Validator
+
+    schema = edf.SCHEMA.json_schema("CSCS Container Engine EDF")
+    Draft202012Validator.check_schema(schema)
+    validator = Draft202012Validator(schema)
+    for gpu, hooks in (("nvidia", True), ("amd", True), ("none", True), ("nvidia", False)):
+        doc = tomllib.loads(edf.render(edf.build(edf.EdfSpec(image="x.sqsh", mounts=(("/a", "/b:ro"),),
+                                                             env=(("A", "1"),), gpu=gpu, hooks=hooks))))
+        assert edf.check(doc) == [] and list(validator.iter_errors(doc)) == [], (gpu, hooks)
+    for bad in ({"image": "x", "envv": {}}, {"image": "x", "entrypoint": "no"}, {"image": "x", "env": {"A": 1}},
+                {"image": "x", "base_environment": 3},
+                {"image": "x", "annotations": {"com": {"hooks": {"cxi": {"enabled": "yes"}}}}}):
+        assert edf.check(bad) and list(validator.iter_errors(bad)), bad
