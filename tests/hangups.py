@@ -1,5 +1,5 @@
 """What the hang-up and killed-launcher tests (tests/unit/run/test_hang_ups.py and
-tests/integration/test_hostile_round3_e_slurm.py) share: ranks that sleep for a number no other
+tests/integration/test_hang_ups_slurm.py) share: ranks that sleep for a number no other
 process has, finding what is left of them (host processes, docker containers by the run's label),
 polling with a deadline, and a session with a terminal of its own that can be hung up."""
 

@@ -6,7 +6,7 @@ record keeps the launcher's pid, host and process start time, and `hpcai results
 `running (launcher gone)` once that process is gone. Every process is real: the CLI runs as a
 subprocess, the ranks are docker containers of the local `debian:bookworm-slim`
 (tests/infra/docker-up.sh), signals are sent by the kernel. The srun backend's hang-up is tested on
-the Slurm cluster (tests/integration/test_hostile_round3_e_slurm.py); Ctrl-C in
+the Slurm cluster (tests/integration/test_hang_ups_slurm.py); Ctrl-C in
 tests/unit/cli/test_ctrl_c.py.
 """
 
