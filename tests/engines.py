@@ -6,8 +6,10 @@ A module of its own (not conftest.py) so test modules can import it by a unique 
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
+from pathlib import Path
 
 # Open MPI on the Slurm test cluster: its "nodes" share this machine's host name and /dev/shm, so
 # ranks talk TCP, as ranks on different real nodes do; and its 4 ranks share 2 cores, which Open
@@ -40,4 +42,30 @@ def engine_available(name: str) -> bool:
         return bool(shutil.which("apptainer") or shutil.which("singularity"))
     if name == "gpu":
         return _ok(["nvidia-smi", "-L"]) or _ok(["rocm-smi"])
+    if name == "registry":
+        return registry_answers()
     return True
+
+
+# The test registry (tests/infra/registry-up.sh): where it serves, its files, its one user.
+REGISTRY = os.environ.get("HPCAI_TEST_REGISTRY", "localhost:5443")
+REGISTRY_STATE = Path(os.environ.get("HPCAI_TEST_REGISTRY_STATE", "/var/lib/hpcai-test-registry"))
+REGISTRY_USER = "hpcai"
+
+
+def registry_answers() -> bool:
+    """The test registry is up: it refuses an anonymous request (401) over TLS from its own CA."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    ca = REGISTRY_STATE / "ca.crt"
+    if not ca.is_file() or not (REGISTRY_STATE / "password").is_file():
+        return False
+    try:
+        urllib.request.urlopen(f"https://{REGISTRY}/v2/", timeout=5, context=ssl.create_default_context(cafile=str(ca)))
+    except urllib.error.HTTPError as exc:
+        return exc.code == 401
+    except OSError:
+        return False
+    return False
