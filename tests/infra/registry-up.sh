@@ -46,6 +46,7 @@ if [ ! -s "$state/password" ]; then
   htpasswd -B -i -c "$state/htpasswd" "$user" < "$state/password" 2>/dev/null
 fi
 
+old_config=$(cat "$state/config.yml" 2>/dev/null || true)
 cat > "$state/config.yml" <<EOF
 version: 0.1
 log:
@@ -60,6 +61,12 @@ http:
   tls:
     certificate: $state/server.crt
     key: $state/server.key
+  # HTTP/1.1: enroot 4.1.2 finds the Basic credentials curl sent by grepping curl's verbose output
+  # for "Authorization: Basic", which HTTP/2 writes in lower case, so it never authenticates to
+  # a Basic-auth registry over HTTP/2 (docs/building.md, "Publishing an image"); registries with
+  # bearer tokens (Harbor, GitLab, Docker Hub) are not affected.
+  http2:
+    disabled: true
 auth:
   htpasswd:
     realm: hpcai-test-registry
@@ -73,6 +80,12 @@ done
 if ! cmp -s "$state/ca.crt" /usr/local/share/ca-certificates/hpcai-test-registry.crt; then
   install -m 0644 "$state/ca.crt" /usr/local/share/ca-certificates/hpcai-test-registry.crt
   update-ca-certificates >/dev/null 2>&1
+fi
+
+if [ "$old_config" != "$(cat "$state/config.yml")" ] && [ -s "$state/registry.pid" ]; then
+  log "configuration changed: restarting the registry"
+  kill "$(cat "$state/registry.pid")" 2>/dev/null || true
+  sleep 1
 fi
 
 answer() {  # the HTTP status of an anonymous GET /v2/ (000: nothing answers)

@@ -17,6 +17,8 @@ HARDWARE = [
     ("libcxi", "glob:/usr/lib64/libcxi.so*", "no Slingshot CXI library: the cxi provider cannot load"),
     ("/dev/cxi*", "glob:/dev/cxi*", "no Slingshot NIC visible (login node, or not Cray EX)"),
     ("/dev/infiniband", "glob:/dev/infiniband", "no InfiniBand devices: NCCL falls back to sockets"),
+    ("registry logins", "logins:", "no runtime holds registry credentials: `hpcai login REGISTRY -u USER` "
+                                   "writes docker's, podman's, Apptainer's and enroot's"),
 ]
 
 
@@ -44,6 +46,11 @@ def probe(how: str) -> str | None:
         return shutil.which(arg)
     if kind == "apptainer":
         return apptainer_probe(arg)
+    if kind == "logins":  # registry names per runtime, never a secret
+        from hpcai.registry_login import logged_in
+
+        held = {runtime: hosts for runtime, hosts in logged_in().items() if hosts}
+        return "; ".join(f"{runtime}: {', '.join(hosts)}" for runtime, hosts in held.items()) or None
     found = sorted(glob.glob(arg), reverse=True)
     return ", ".join(found[:3]) if found else None
 
