@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -110,7 +111,10 @@ def test_rebuild_after_touching_a_payload_file_reuses_the_stack(pytorch_cpu_imag
                                                                tmp_path, monkeypatch):
     monkeypatch.setenv("HPCAI_WORK_DIR", str(tmp_path / "work"))
     run_script = payload_copy / "sanity" / "sanity.py"
-    run_script.write_text(run_script.read_text() + "\n# touched by test_build_docker\n")
+    # a mark of this run: the same touch in an earlier run left its layer in Docker's cache, which
+    # a COPY of the same content reuses (content-addressed), so a fixed mark is "copied anew" once
+    mark = f"touched by test_build_docker {uuid.uuid4().hex}"
+    run_script.write_text(run_script.read_text() + f"\n# {mark}\n")
     res = hpcai("build", "pytorch-cpu", *pip_build_inputs(), "--tag", "hpcai-test/cache:touched")
     assert res.exit_code == 0, res.stderr
     log = next((tmp_path / "work" / "logs").glob("*.log"))
@@ -122,7 +126,7 @@ def test_rebuild_after_touching_a_payload_file_reuses_the_stack(pytorch_cpu_imag
     assert not steps[first_payload_copy][1]  # the touched payload folder is copied anew
     touched = docker_run("hpcai-test/cache:touched", "tail", "-n1", "/opt/hpcai/payloads/sanity/sanity.py",
                          entrypoint="")
-    assert "touched by test_build_docker" in touched.stdout
+    assert mark in touched.stdout
     subprocess.run(["docker", "rmi", "hpcai-test/cache:touched"], capture_output=True, check=False)
 
 
