@@ -61,8 +61,8 @@ def verify(registry: str, username: str, password: str) -> None:
                          "password or expired token") from None
 
 
-def _get(url: str, authorization: str) -> None:
-    request = urllib.request.Request(url, headers={"Authorization": authorization})
+def _get(url: str, authorization: str, doing: str = "login to") -> None:
+    request = urllib.request.Request(url, headers={"Authorization": authorization} if authorization else {})
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT, context=ssl.create_default_context()):
             pass
@@ -71,7 +71,53 @@ def _get(url: str, authorization: str) -> None:
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         host = urllib.parse.urlsplit(url).netloc
-        raise HpcaiError(f"login to {host}: the registry does not answer ({reason})") from None
+        raise HpcaiError(f"{doing} {host}: the registry does not answer ({reason})".lstrip()) from None
+
+
+def challenge(registry: str) -> str:
+    """How REGISTRY asks for credentials: "basic", "bearer", or "" where /v2/ is open to anyone;
+    HpcaiError (one line) where it does not answer."""
+    try:
+        _get(f"https://{registry}/v2/", "", doing="")
+        return ""
+    except urllib.error.HTTPError as exc:
+        scheme = exc.headers.get("WWW-Authenticate", "").split(" ", 1)[0].lower()
+        if exc.code != 401 or scheme not in ("basic", "bearer"):
+            raise HpcaiError(f"{registry}: the registry answered {exc.code} {exc.reason}") from None
+        return scheme
+
+
+def credentials(registry: str) -> tuple[str, str] | None:
+    """The user and secret stored for REGISTRY by `hpcai login` (or a runtime's own login): docker's,
+    podman's or Apptainer's auth file, else enroot's netrc; None where there is none. For hpcai's
+    own registry calls (artifact push and pull, digests): never put on a command line."""
+    for path in _auth_files():
+        try:
+            entry = json.loads(path.read_text()).get("auths", {}).get(registry, {})
+            user, _, secret = base64.b64decode(entry.get("auth", "")).decode().partition(":")
+        except (OSError, ValueError, AttributeError, UnicodeDecodeError):
+            continue
+        if user and secret:
+            return user, secret
+    try:
+        lines = enroot_credentials().read_text().splitlines()
+    except OSError:
+        return None
+    host = registry.split(":")[0]
+    for line in lines:
+        words = line.split()
+        if words[:2] == ["machine", host] and len(words) >= 6 and words[2] == "login" and words[4] == "password":
+            return words[3], words[5]
+    return None
+
+
+def _auth_files() -> list[Path]:
+    """docker's config.json, podman's auth.json, Apptainer's docker-config.json (its registry logins)."""
+    runtime_dir = os.environ.get("XDG_RUNTIME_DIR")  # podman's default: there, else /run/containers/UID
+    podman = os.environ.get("REGISTRY_AUTH_FILE") or (str(Path(runtime_dir) / "containers" / "auth.json")
+                                                      if runtime_dir else f"/run/containers/{os.getuid()}/auth.json")
+    return [Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json", Path(podman),
+            Path.home() / ".apptainer" / "docker-config.json"]
 
 
 def installed(runtimes: tuple[str, ...] = RUNTIMES) -> list[str]:
@@ -123,10 +169,7 @@ def _write_netrc(registry: str, username: str, password: str) -> str:
 def logged_in(registry: str | None = None) -> dict[str, list[str]]:
     """Which registries each runtime holds credentials for (names only, never a secret)."""
     found: dict[str, list[str]] = {}
-    docker_config = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
-    runtime_dir = os.environ.get("XDG_RUNTIME_DIR")  # podman's default: there, else /run/containers/UID
-    podman_auth = Path(os.environ.get("REGISTRY_AUTH_FILE") or (Path(runtime_dir) / "containers" / "auth.json"
-                                                                if runtime_dir else f"/run/containers/{os.getuid()}/auth.json"))
+    docker_config, podman_auth, _ = _auth_files()
     for runtime, path in (("docker", docker_config), ("podman", podman_auth)):
         try:
             found[runtime] = sorted(json.loads(path.read_text()).get("auths", {}))

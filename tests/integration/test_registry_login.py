@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from engines import REGISTRY, REGISTRY_STATE, REGISTRY_USER
+from registry_env import hpcai, private_home, run
 
 pytestmark = [pytest.mark.registry, pytest.mark.docker, pytest.mark.podman, pytest.mark.apptainer]
 BASE = os.environ.get("HPCAI_DEBIAN_BASE", "debian:bookworm-slim")
@@ -23,20 +22,7 @@ BASE = os.environ.get("HPCAI_DEBIAN_BASE", "debian:bookworm-slim")
 
 @pytest.fixture
 def home(tmp_path) -> dict[str, str]:
-    """An environment whose HOME (docker, Apptainer, enroot) and podman auth file are this test's."""
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("DOCKER_CONFIG", "XDG_RUNTIME_DIR", "ENROOT_CONFIG_PATH",
-                                                             "APPTAINER_DOCKER_USERNAME", "APPTAINER_DOCKER_PASSWORD")}
-    return {**env, "HOME": str(home), "REGISTRY_AUTH_FILE": str(tmp_path / "podman-auth.json")}
-
-
-def run(*argv: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(list(argv), input=stdin, capture_output=True, text=True, env=env, timeout=900, check=False)
-
-
-def hpcai(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess:
-    return run(sys.executable, "-m", "hpcai", *args, env=env, stdin=stdin)
+    return private_home(tmp_path)
 
 
 def test_one_login_serves_every_runtime(home, tmp_path):

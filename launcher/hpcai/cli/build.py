@@ -308,27 +308,6 @@ def sif_cmd(
                 dry_run)
 
 
-def push_cmd(
-    image: str = typer.Argument(..., help="Local image (tag or id) of the engine."),
-    dest: str = typer.Argument(..., metavar="REGISTRY/REPO[:TAG]", help="Where to push (default tag: IMAGE's)."),
-    builder: Optional[str] = typer.Option(None, "--builder", envvar="DOCKER", help="docker | podman"),
-    as_json: bool = typer.Option(False, "--json", help="Print the reference and digest as JSON."),
-) -> None:
-    """Push an image to a registry and print the reference by digest, the name to launch on many
-    nodes (a tag can be pushed over; a digest cannot). Uses the engine's login."""
-    from hpcai.image import build, push
-    from hpcai.output import emit, emit_json
-
-    name = build.builder_name(builder, ("docker", "podman"))
-    target = push.destination(dest, image)
-    build.check_engine(name)
-    digest = push.push(name, image, target)
-    if as_json:
-        emit_json({"image": image, "reference": target.reference, "digest": digest, "pull": target.at(digest)})
-    else:
-        emit(target.at(digest))
-
-
 def register(app: typer.Typer) -> None:
     """Add the image commands to the top-level app."""
     app.command("build", rich_help_panel=PANEL)(build_cmd)
@@ -336,4 +315,3 @@ def register(app: typer.Typer) -> None:
     app.command("versions", rich_help_panel=PANEL)(versions_cmd)
     app.command("inspect", rich_help_panel=PANEL)(inspect_cmd)
     app.command("sif", rich_help_panel=PANEL)(sif_cmd)
-    app.command("push", rich_help_panel=PANEL)(push_cmd)

@@ -24,8 +24,8 @@ _APP: Any = None
 
 # Which module under hpcai.cli registers each command or group: `hpcai launch` imports only
 # launch's (a unit test checks this table against what the modules register).
-COMMANDS = {"build": "build", "render": "build", "versions": "build", "inspect": "build", "sif": "build", "push": "build",
-            "login": "registry",
+COMMANDS = {"build": "build", "render": "build", "versions": "build", "inspect": "build", "sif": "build",
+            "push": "registry", "login": "registry",
             "sqsh": "sqsh", "edf": "edf", "launch": "launch", "submit": "launch", "sweep": "sweep",
             "payloads": "payloads", "results": "results", "sites": "sites", "doctor": "doctor"}
 MODULES = ("build", "registry", "sqsh", "edf", "launch", "sweep", "payloads", "results", "sites", "doctor")  # help's order

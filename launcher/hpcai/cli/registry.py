@@ -1,4 +1,5 @@
-"""CLI command: `hpcai login REGISTRY` — one secret for every runtime (hpcai.registry_login)."""
+"""CLI commands: `hpcai login REGISTRY` (one secret for every runtime: hpcai.registry_login) and
+`hpcai push IMAGE REGISTRY/REPO[:TAG]` (an engine's image, a SIF or a SquashFS, named by digest)."""
 
 from __future__ import annotations
 
@@ -67,6 +68,36 @@ def login_cmd(
         say(line)
 
 
+def push_cmd(
+    image: str = typer.Argument(..., help="Local image of the engine (tag or id), or a .sif / .sqsh file."),
+    dest: str = typer.Argument(..., metavar="REGISTRY/REPO[:TAG]", help="Where to push (default tag: IMAGE's)."),
+    builder: Optional[str] = typer.Option(None, "--builder", envvar="DOCKER", help="docker | podman"),
+    as_json: bool = typer.Option(False, "--json", help="Print the reference and digest as JSON."),
+) -> None:
+    """Push an image to a registry and print the reference by digest, the name to launch on many
+    nodes (a tag can be pushed over; a digest cannot). An engine's image goes through the engine
+    and its login; a SIF goes as Apptainer's oras:// artifact and a SquashFS as an hpcai artifact,
+    with the credentials `hpcai login` stored."""
+    from hpcai.image import artifacts, build, push
+    from hpcai.output import emit, emit_json
+
+    kind = artifacts.file_kind(image)
+    name = None if kind else build.builder_name(builder, ("docker", "podman"))
+    target = push.destination(dest, Path(image).stem if kind else image)
+    if name:
+        build.check_engine(name)
+        digest = push.push(name, image, target)
+    else:
+        digest = push.push_file(Path(image), kind, target)
+    pull = ("oras://" if kind == "sif" else "") + target.at(digest)
+    if as_json:
+        emit_json({"image": image, "kind": kind or "oci", "reference": target.reference, "digest": digest,
+                   "pull": pull})
+    else:
+        emit(pull)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `login` to the top-level app."""
+    """Add `login` and `push` to the top-level app."""
     app.command("login", rich_help_panel=PANEL)(login_cmd)
+    app.command("push", rich_help_panel=PANEL)(push_cmd)

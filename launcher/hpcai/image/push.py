@@ -5,7 +5,13 @@ An OCI image goes through the engine that holds it (docker or podman: `tag`, the
 the engine's own credentials (`docker login` / `podman login`). The digest is the registry's
 manifest digest, as the engine reports it (docker's `digest: sha256:…` line, podman's
 --digestfile); pulling `REGISTRY/REPO@DIGEST` back gives the same image with its hpcai.* labels
-(tests/integration/test_registry_push.py pulls it with docker, podman and Apptainer).
+(tests/integration/test_registry_push.py pulls it with docker, podman, Apptainer, enroot and
+Charliecloud). Podman pushes Docker's manifest format (v2s2), as docker does: enroot 4.1.2 asks
+for a manifest without naming OCI's media type, and a distribution registry answers 404 for an OCI
+manifest then, so enroot and pyxis could not pull a Podman-pushed OCI image at all.
+
+A SIF or a SquashFS file goes up as an artifact (hpcai.image.artifacts), its labels as the
+manifest's annotations.
 """
 
 from __future__ import annotations
@@ -64,13 +70,29 @@ def push(builder: str, image: str, dest: Destination) -> str:
     _engine(builder, "tag", ["tag", "--", image, dest.reference])
     with tempfile.TemporaryDirectory(prefix="hpcai-push-") as tmp:
         digest_file = Path(tmp) / "digest"
-        extra = ["--digestfile", str(digest_file)] if builder == "podman" else []
+        extra = ["--format", "v2s2", "--digestfile", str(digest_file)] if builder == "podman" else []
         out = _engine(builder, f"push to {dest.registry}", ["push", *extra, "--", dest.reference])
         said = digest_file.read_text() if digest_file.is_file() else out  # docker: "…: digest: sha256:… size: …"
     found = DIGEST.search(said)
     if not found:
         raise HpcaiError(f"{builder} pushed {dest.reference} but named no digest; its output: {one_line_of(out)}")
     return found.group(0)
+
+
+def push_file(path: Path, kind: str, dest: Destination) -> str:
+    """Push a SIF or SquashFS file as an artifact, its hpcai.* labels as annotations; its digest."""
+    from hpcai.image import artifacts
+
+    return artifacts.push_file(path, kind, dest.registry, dest.repo, dest.tag, file_labels(path, kind))
+
+
+def file_labels(path: Path, kind: str) -> dict[str, str]:
+    """The image labels a SIF (apptainer inspect) or an enroot SquashFS (its /etc/rc) carries."""
+    from hpcai.image import sqsh
+    from hpcai.run.runtimes import get_runtime
+
+    found = get_runtime("apptainer").labels(str(path)) if kind == "sif" else sqsh.labels(str(path))
+    return {k: v for k, v in found.items() if k.startswith(("hpcai.", "org.opencontainers."))}
 
 
 def _engine(builder: str, what: str, args: list[str]) -> str:
