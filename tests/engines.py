@@ -52,6 +52,10 @@ REGISTRY = os.environ.get("HPCAI_TEST_REGISTRY", "localhost:5443")
 REGISTRY_STATE = Path(os.environ.get("HPCAI_TEST_REGISTRY_STATE", "/var/lib/hpcai-test-registry"))
 REGISTRY_USER = "hpcai"
 
+# The test cluster's node-local folder: one path, each slurmd's own folder behind it (slurm-up.sh)
+NODE_LOCAL = os.environ.get("HPCAI_SLURM_NODE_LOCAL", "/var/cache/hpcai-node")
+NODE_LOCAL_STATE = Path("/var/lib/hpcai-slurm/node-local")  # NODE/…: what each node sees at NODE_LOCAL
+
 
 def registry_answers() -> bool:
     """The test registry is up: it refuses an anonymous request (401) over TLS from its own CA."""

@@ -12,6 +12,11 @@
 #   HPCAI_SLURM_IB_ALIASES 1 (default) also maps nid00Xi to 127.0.0.1, for the JSC suffix test
 #   HPCAI_SLURM_LOGS       log folder (default /var/log/hpcai-slurm)
 #   HPCAI_SLURM_MPI_TYPES  srun --mpi types the self-check runs (default: pmix pmi2 none)
+#   HPCAI_SLURM_NODE_LOCAL the node-local folder (default /var/cache/hpcai-node): each slurmd runs in
+#                          a mount namespace of its own where this path is its node's own folder
+#                          ($STATE/node-local/NODE), as a local disk is on a real node; the jobs it
+#                          starts and sbcast's writes to it see that folder (hpcai stage, issue 29).
+#                          Everything else (/tmp, the runs) stays shared, as on a cluster's shared FS.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,6 +26,7 @@ IB_ALIASES=${HPCAI_SLURM_IB_ALIASES:-1}
 LOGS=${HPCAI_SLURM_LOGS:-/var/log/hpcai-slurm}
 MPI_TYPES=${HPCAI_SLURM_MPI_TYPES:-pmix pmi2 none}
 STATE=/var/lib/hpcai-slurm
+NODE_LOCAL=${HPCAI_SLURM_NODE_LOCAL:-/var/cache/hpcai-node}
 SPOOL=/var/spool/slurmd
 RUN=/run/hpcai-slurm
 CONF=${SLURM_CONF:-/etc/slurm/slurm.conf}
@@ -98,7 +104,7 @@ loaded_packages() {
   dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\n' \
     $(bash "$here/install-packages.sh" --list slurm) slurmd slurmctld libpmix2 2>/dev/null
 }
-started_with="$rendered"$'\n'"$(loaded_packages)"
+started_with="$rendered"$'\n'"$(loaded_packages)"$'\n'"node-local: $NODE_LOCAL"
 
 mkdir -p "$(dirname "$CONF")"
 if [ -f "$CONF" ] && ! grep -q "$MARKER" "$CONF"; then
@@ -123,10 +129,12 @@ for _ in $(seq 1 60); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 
 scontrol ping 2>/dev/null | grep -q UP || fail "slurmctld does not answer scontrol ping"
 
 for n in $(node_names); do
-  mkdir -p "$SPOOL/$n" "/tmp/hpcai-slurm/$n"  # /tmp may have been cleaned since the last start
+  mkdir -p "$SPOOL/$n" "/tmp/hpcai-slurm/$n" "$STATE/node-local/$n" "$NODE_LOCAL"  # /tmp may have been cleaned
   if ! alive "$RUN/slurmd-$n.pid"; then
-    log "starting slurmd -N $n"
-    slurmd -N "$n" || fail "slurmd -N $n failed to start"
+    log "starting slurmd -N $n (its $NODE_LOCAL: $STATE/node-local/$n)"
+    # shellcheck disable=SC2016  # $1.. are the inner shell's
+    unshare --mount --propagation slave sh -c 'mount --bind "$1" "$2" && exec slurmd -N "$3"' \
+      sh "$STATE/node-local/$n" "$NODE_LOCAL" "$n" || fail "slurmd -N $n failed to start"
   fi
 done
 

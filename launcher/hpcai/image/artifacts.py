@@ -87,9 +87,10 @@ def push_file(path: Path, kind: str, registry: str, repo: str, tag: str, labels:
     return digest
 
 
-def pull_file(registry: str, repo: str, digest: str, out: Path) -> dict[str, str]:
-    """Fetch the artifact REGISTRY/REPO@DIGEST into OUT (written whole or not at all); its
-    annotations. The manifest and the layer are checked against their digests."""
+def pull_file(registry: str, repo: str, digest: str, out: Path, kind: str | None = None) -> dict[str, str]:
+    """Fetch the artifact REGISTRY/REPO@DIGEST (of KIND, "sif" or "sqsh", where given) into OUT
+    (written whole or not at all); its annotations. The manifest and the layer are checked against
+    their digests."""
     reg = client(registry)
     where = f"{registry}/{repo}@{digest}"
     try:
@@ -100,9 +101,11 @@ def pull_file(registry: str, repo: str, digest: str, out: Path) -> dict[str, str
         if "sha256:" + hashlib.sha256(res.content).hexdigest() != digest:
             raise HpcaiError(f"pull {where}: the manifest does not match its digest")
         manifest = res.json()
-        layers = [ly for ly in manifest.get("layers", []) if ly.get("mediaType") in (SIF[1], SQSH[1])]
+        wanted = [MEDIA[kind][1]] if kind else [SIF[1], SQSH[1]]
+        layers = [ly for ly in manifest.get("layers", []) if ly.get("mediaType") in wanted]
         if len(layers) != 1:
-            raise HpcaiError(f"pull {where}: not a SIF or SquashFS artifact (no single image layer)")
+            raise HpcaiError(f"pull {where}: not a {kind or 'SIF or SquashFS'} artifact (no single image layer of "
+                             f"type {' or '.join(wanted)})")
         _fetch_blob(reg, registry, repo, layers[0]["digest"], out)
     except HpcaiError:
         raise

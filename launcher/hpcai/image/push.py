@@ -88,10 +88,9 @@ def push_file(path: Path, kind: str, dest: Destination) -> str:
 
 def file_labels(path: Path, kind: str) -> dict[str, str]:
     """The image labels a SIF (apptainer inspect) or an enroot SquashFS (its /etc/rc) carries."""
-    from hpcai.image import sqsh
-    from hpcai.run.runtimes import get_runtime
+    from hpcai.image import sif, sqsh
 
-    found = get_runtime("apptainer").labels(str(path)) if kind == "sif" else sqsh.labels(str(path))
+    found = sif.labels(str(path)) if kind == "sif" else sqsh.labels(str(path))
     return {k: v for k, v in found.items() if k.startswith(("hpcai.", "org.opencontainers."))}
 
 

@@ -38,6 +38,24 @@ def converter() -> str:
                      "machine that has it (docker save IMAGE | apptainer build OUT.sif docker-archive:/dev/stdin)")
 
 
+def labels(image: str, binary: str = "apptainer") -> dict[str, str]:
+    """A SIF's labels (kept from the Docker image by `hpcai sif`), by `apptainer inspect --json
+    --labels`: {"data": {"attributes": {"labels": {…}}}}. {} where the binary is not installed
+    (a dry-run elsewhere) or cannot read the image: a launch then goes on without them."""
+    import json
+    import subprocess
+
+    if not shutil.which(binary):
+        return {}
+    res = subprocess.run([binary, "inspect", "--json", "--labels", image], capture_output=True,
+                         text=True, check=False, stdin=subprocess.DEVNULL)
+    try:
+        found = json.loads(res.stdout)["data"]["attributes"].get("labels") or {}
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
 def sif_name(image: str) -> str:
     """`hpcai/pytorch-cpu-hpc:bookworm-slim-abc` -> `hpcai_pytorch-cpu-hpc_bookworm-slim-abc.sif`."""
     return re.sub(r"[/:@]+", "_", image).strip("_") + ".sif"

@@ -50,6 +50,10 @@ def run_repeated(opts: LaunchOptions, repeat: int, echo: bool = False) -> list[P
     from hpcai.run.scheduler import check_repeat
 
     check_repeat(repeat)
+    if opts.stage:  # once for every repetition: the first stages, the rest would find it warm anyway
+        from hpcai.run.stage import for_launch
+
+        opts = for_launch(opts)
     if repeat == 1:
         return [run_launch(opts, echo=echo)]
     each = replace(opts, output_dir=None, runs_root=opts.output_dir or opts.runs_root, done_file="")

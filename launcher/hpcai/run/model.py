@@ -100,6 +100,9 @@ class LaunchOptions:
     host_mpi: bool | None = None          # the site's mpi_swap: None = for MPICH images (run/mpi_swap.py)
     userns: bool | None = None            # apptainer --userns; None: the site's apptainer_userns
     done_file: str = ""                   # written once the run has ended (--done-file)
+    stage: bool = False                   # --stage: by digest into the site cache and node-local storage first
+    staged_from: str = ""                 # set by staging: the site copy, read here for labels (the
+                                          # node-local `image` need not exist on this host)
 
 
 @dataclass

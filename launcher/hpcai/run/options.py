@@ -73,6 +73,9 @@ PLAN: tuple[Opt, ...] = (  # in the order a batch script's `hpcai launch` line g
     Opt("host_mpi", ("--host-mpi/--no-host-mpi",), "switch", "Swap the site's host MPI (mpi_swap, e.g. Cray "
                                                             "MPICH) into an MPICH image (default: for images "
                                                             "labelled MPICH, where the site has one)."),
+    Opt("stage", ("--stage",), "flag", "Stage the image first (hpcai stage): by digest into the site cache, "
+                                       "then, in an allocation, broadcast to node-local storage once; every "
+                                       "rank starts from the local copy."),
     Opt("done_file", ("--done-file",), help="Write FILE (the run's final state) once the run has ended and its "
                                             "record is final, whatever the outcome: for tools that wait on a "
                                             "file (JUBE's done_file).", default=""),

@@ -58,10 +58,11 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     site = resolve_site(opts.site, host)
     runtime = get_runtime(opts.runtime or site.runtime)
     backend = get_backend(opts.backend or site.backend)
+    here = opts.staged_from or opts.image  # a staged image is read here from its site copy
     if check:
-        runtime.prefetch(opts.image)  # an engine answers while the binds are worked out
+        runtime.prefetch(here)  # an engine answers while the binds are worked out
     around = surroundings(opts, site, host, runtime, check)
-    labels = check_image(runtime, opts.image) if check else _labels_if_here(runtime, opts.image)
+    labels = check_image(runtime, here) if check else _labels_if_here(runtime, here)
     image = facts(labels)
     call = payload_call(opts, image.payloads, image.family, site)
     opts = with_profile(opts, call.launch)
@@ -72,6 +73,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
     geom = geometry(opts, site, backend, env_now, str(run_dir / record.LOGS), call.srun_args,
                     call.launch.get("cpus_per_node", 0))
     check_mpi_launch(call, backend, geom)
+    warnings += _pull_per_node(opts, runtime, geom.nodes)
     if backend.slurm:
         mpi, note = ((swap.pmi, "") if swap.pmi and opts.mpi is None
                      else choose_pmi(swap.rank_mpi, opts.mpi, site, call.needs_mpi))
@@ -89,7 +91,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
         labels=((RUN, run_dir.name),) if runtime.engine else (),
         peers=geom.ntasks_per_node if shares_nodes(runtime, call, opts, geom, backend) else 1,
         # ch-convert always writes /ch/environment; a hand-made image folder may lack it.
-        image_env=not Path(opts.image).is_dir() or (Path(opts.image) / "ch" / "environment").is_file(),
+        image_env=not Path(here).is_dir() or (Path(here) / "ch" / "environment").is_file(),
         fabric_hooks=hooks_on(site, runtime), mpi=image.mpi, run_dir=str(run_dir))
     _check_plugin(runtime, spec, backend, opts)
     if check:  # apptainer: can it run in the mode the site asks for?
@@ -249,6 +251,17 @@ def _check_plugin(runtime: Runtime, spec: ContainerSpec, backend: Backend, opts:
     if opts.energy:
         raise UsageError(f"--energy wraps each rank in the host's Python, which the {runtime.name} container "
                          "does not have; measure with another runtime")
+
+
+def _pull_per_node(opts: LaunchOptions, runtime: Runtime, nodes: int) -> list[str]:
+    """Many nodes, each pulling the image from a registry itself: say so, and offer the stage."""
+    from hpcai.run.runtimes.enroot import is_file
+
+    pulled = "://" in opts.image or (runtime.name == "pyxis" and not is_file(opts.image))
+    if nodes <= 1 or not pulled or opts.stage or runtime.engine:
+        return []
+    return [f"each of the {nodes} nodes pulls and converts {opts.image} itself; --stage converts it once by digest "
+            "and broadcasts it to node-local storage (hpcai stage)"]
 
 
 def _done_file(name: str) -> str:

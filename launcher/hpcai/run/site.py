@@ -89,6 +89,8 @@ class SiteProfile:
     partition: str = ""
     account: str = ""
     caraml_system: str = ""             # CARAML's tag for this machine (CARAML_SYSTEMS); "" none
+    image_cache: str = ""               # hpcai stage's site cache, on a shared file system ("" = the default)
+    node_cache: str = ""                # hpcai stage's node-local cache, the same path on every node
 
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -116,6 +118,8 @@ _SHAPES: dict[str, Shape] = {
     "libfabric_dest": Shape(lambda v: ":" not in v and bind_ok(v), "an absolute path without ':' or ','", _PATH),
     "libfabric": Shape(lambda v: not v or (":" not in v and bind_ok(v)), "an absolute path or glob",
                        rf"^(/{_PART})?$"),
+    "image_cache": Shape(lambda v: not v or (":" not in v and bind_ok(v)), "an absolute path", rf"^(/{_PART})?$"),
+    "node_cache": Shape(lambda v: not v or (":" not in v and bind_ok(v)), "an absolute path", rf"^(/{_PART})?$"),
     "pass_env": Shape(re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?").fullmatch, "a variable name, optionally ending in *",
                       r"^[A-Za-z_][A-Za-z0-9_]*\*?$"),
     "master_addr_suffix": Shape(re.compile(r"[A-Za-z0-9.-]*").fullmatch, "host name characters", r"^[A-Za-z0-9.-]*$"),

@@ -184,9 +184,19 @@ def run_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], s
         launch = functools.partial(launcher.run_launch, check=False)
 
     sweep_dir = sweep_dir.absolute()  # claimed by the caller (claim)
+    base = dict(base or {})
+    if base.get("stage") and base.get("image"):  # --stage: once, and every point starts from the copy
+        from hpcai.run.stage import for_launch
+
+        try:
+            staged = for_launch(point_options({**base, "payload": payload}))
+        except BaseException:
+            unclaim(sweep_dir)
+            raise
+        base.update(image=staged.image, staged_from=staged.staged_from)
     runs: list[dict[str, Any]] = []
     for point in points(nodes, variables, repeat):
-        wanted = {**(base or {}), "payload": payload, "nodes": point["nodes"],
+        wanted = {**base, "payload": payload, "nodes": point["nodes"],
                   "payload_vars": point["payload_vars"], "runs_root": str(sweep_dir)}
         interrupted = False
         try:

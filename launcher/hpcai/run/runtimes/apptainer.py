@@ -63,23 +63,10 @@ class ApptainerRuntime(Runtime):
         """A file's labels are read when asked: nothing to start early."""
 
     def labels(self, image: str) -> dict[str, str]:
-        """The SIF's labels (kept from the Docker image by `hpcai sif`), by `apptainer inspect --json
-        --labels`: {"data": {"attributes": {"labels": {…}}}}. {} where the binary is not installed
-        (a dry-run elsewhere) or cannot read the image: the launch then goes on without them."""
-        import json
-        import shutil
-        import subprocess
+        """The SIF's labels (hpcai.image.sif.labels); {} where they cannot be read."""
+        from hpcai.image.sif import labels
 
-        image = operand("--image", image)  # before the which: refused wherever apptainer is missing too
-        if not shutil.which(self.binary):
-            return {}
-        res = subprocess.run([self.binary, "inspect", "--json", "--labels", image], capture_output=True,
-                             text=True, check=False, stdin=subprocess.DEVNULL)
-        try:
-            labels = json.loads(res.stdout)["data"]["attributes"].get("labels") or {}
-        except (ValueError, KeyError, TypeError):
-            return {}
-        return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+        return labels(operand("--image", image), self.binary)  # refused wherever apptainer is missing too
 
     def check_mode(self, spec: ContainerSpec) -> None:
         """Exit 2, naming the fix, when this host cannot run Apptainer in the mode asked for: root
