@@ -63,6 +63,8 @@ STEPS = (
     Step("image_size.py", (), None, "a pytorch-cpu image (built when absent)"),
     Step("container_parity.py", (), None, "an image, podman, charliecloud and the Slurm test cluster"),
     Step("cold_build.py", (), None, "four cold Docker builds of pytorch-cpu"),
+    Step("stage_scaling.py", ("--plot", "build/bench/stage-scaling.png"), None,
+         "a 1 GiB SIF, Apptainer and the Slurm test cluster"),
 )
 
 # Every target of the performance issue: name -> (target, unit, better, the step that records it).
@@ -82,6 +84,9 @@ EXPECTED: dict[str, tuple[float, str, str, Step | None]] = {
     "image: toolchain/source files left in the image": (0.0, "files", "lower", STEPS[8]),
     "image: size / a minimal image": (1.10, "x", "lower", STEPS[8]),
     "build: cold build / a minimal image's build": (1.20, "x", "lower", STEPS[9]),
+    "stage: shared-FS bytes, staged cold, 4 nodes / image size": (1.01, "x", "lower", STEPS[10]),
+    "stage: time to all ranks, 4 nodes / (1 node x (1 + log2 4))": (1.0, "x", "lower", STEPS[10]),
+    "stage: warm staging, 4 nodes": (2.0, "s", "lower", STEPS[10]),
 }
 
 

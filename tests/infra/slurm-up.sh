@@ -17,6 +17,9 @@
 #                          ($STATE/node-local/NODE), as a local disk is on a real node; the jobs it
 #                          starts and sbcast's writes to it see that folder (hpcai stage, issue 29).
 #                          Everything else (/tmp, the runs) stays shared, as on a cluster's shared FS.
+#   HPCAI_SLURM_SHARED     a folder whose later mounts the nodes see too (default $STATE/shared,
+#                          a shared-propagation mount): benchmarks/stage_scaling.py mounts its
+#                          byte-counting file system there, as a cluster's shared file system.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,6 +30,7 @@ LOGS=${HPCAI_SLURM_LOGS:-/var/log/hpcai-slurm}
 MPI_TYPES=${HPCAI_SLURM_MPI_TYPES:-pmix pmi2 none}
 STATE=/var/lib/hpcai-slurm
 NODE_LOCAL=${HPCAI_SLURM_NODE_LOCAL:-/var/cache/hpcai-node}
+SHARED=${HPCAI_SLURM_SHARED:-$STATE/shared}
 SPOOL=/var/spool/slurmd
 RUN=/run/hpcai-slurm
 CONF=${SLURM_CONF:-/etc/slurm/slurm.conf}
@@ -104,7 +108,7 @@ loaded_packages() {
   dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\n' \
     $(bash "$here/install-packages.sh" --list slurm) slurmd slurmctld libpmix2 2>/dev/null
 }
-started_with="$rendered"$'\n'"$(loaded_packages)"$'\n'"node-local: $NODE_LOCAL"
+started_with="$rendered"$'\n'"$(loaded_packages)"$'\n'"node-local: $NODE_LOCAL shared: $SHARED"
 
 mkdir -p "$(dirname "$CONF")"
 if [ -f "$CONF" ] && ! grep -q "$MARKER" "$CONF"; then
@@ -127,6 +131,14 @@ if ! alive "$RUN/slurmctld.pid"; then
 fi
 for _ in $(seq 1 60); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.5; done
 scontrol ping 2>/dev/null | grep -q UP || fail "slurmctld does not answer scontrol ping"
+
+# A mount made under $SHARED after the nodes started reaches them: a bind of it onto itself, made
+# a shared mount before the slurmds copy this host's mounts (as slaves) into their namespaces.
+mkdir -p "$SHARED"
+if ! grep -q " $SHARED .*shared:" /proc/self/mountinfo; then
+  mountpoint -q "$SHARED" || mount --bind "$SHARED" "$SHARED"
+  mount --make-shared "$SHARED"
+fi
 
 for n in $(node_names); do
   mkdir -p "$SPOOL/$n" "/tmp/hpcai-slurm/$n" "$STATE/node-local/$n" "$NODE_LOCAL"  # /tmp may have been cleaned

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcai.errors import HpcaiError, UsageError
+from hpcai.errors import HpcaiError, UsageError, has_control
 from hpcai.run.node_cache import CACHED
 
 NODE_CACHE_ENV = "HPCAI_NODE_CACHE"
@@ -47,6 +47,14 @@ def default_node_cache() -> str:
     return os.environ.get(NODE_CACHE_ENV) or f"/tmp/hpcai-images-{os.getuid()}"
 
 
+def check(node_dir: str, fanout: int) -> None:
+    """The node cache and fan-out a stage was given, before anything is converted or sent."""
+    if not node_dir.startswith("/") or has_control(node_dir) or any(c in node_dir for c in ":,"):
+        raise UsageError(f"node cache {node_dir!r}: an absolute path without ':' or ','")
+    if not 1 <= fanout <= MAX_FANOUT:
+        raise UsageError(f"--fanout {fanout}: from 1 to {MAX_FANOUT} (sbcast's limit)")
+
+
 def in_allocation(env: dict[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
     return bool(env.get("SLURM_JOB_ID") and env.get("SLURM_JOB_NODELIST"))
@@ -59,10 +67,7 @@ def stage_nodes(site_copy: Path, name: str, node_dir: str, fanout: int = MAX_FAN
 
     if not CACHED.fullmatch(name):
         raise UsageError(f"{name}: not a staged name (sha256-<hex>.sif|sqsh)")
-    if not node_dir.startswith("/") or any(c in node_dir for c in ":,\n"):
-        raise UsageError(f"node cache {node_dir!r}: an absolute path without ':' or ','")
-    if not 1 <= fanout <= MAX_FANOUT:
-        raise UsageError(f"--fanout {fanout}: from 1 to {MAX_FANOUT} (sbcast's limit)")
+    check(node_dir, fanout)
     start = time.monotonic()
     nodes = hostlist.expand_hostlist(os.environ["SLURM_JOB_NODELIST"])
     size = site_copy.stat().st_size

@@ -181,7 +181,7 @@ class Staged:
         return self.nodes.path if self.nodes else str(self.site_copy)
 
     def summary(self) -> str:
-        where = (f"on {len(self.nodes.nodes)} nodes ({len(self.nodes.cold)} cold) in {self.nodes.seconds:.1f} s"
+        where = (f"on {len(self.nodes.nodes)} nodes ({len(self.nodes.cold)} cold) in {self.nodes.seconds:.2f} s"
                  if self.nodes else "in the site cache (no allocation: no node-local copy)")
         return f"staged {self.source.digest[:19]}… {where}: {self.path}"
 
@@ -195,16 +195,17 @@ def stage(image: str, runtime: str, site, fmt: str = "", cache: str = "", node_c
         raise UsageError(f"--runtime {runtime}: staging converts registry images for apptainer, singularity, "
                          "enroot and pyxis; give this runtime a file, or its engine's image")
     fmt = fmt or format_for(image, runtime)
+    node_dir = node_cache or os.environ.get(broadcast.NODE_CACHE_ENV) or site.node_cache or \
+        broadcast.default_node_cache()
+    fanout = fanout or broadcast.MAX_FANOUT
+    broadcast.check(node_dir, fanout)  # before anything is converted
     source = resolve(image)
     site_copy = stage_site(source, fmt, Path(cache or os.environ.get(CACHE_ENV) or site.image_cache
                                              or default_cache()))
     if not broadcast.in_allocation():
         return Staged(source, fmt, site_copy)
-    node_dir = node_cache or os.environ.get(broadcast.NODE_CACHE_ENV) or site.node_cache or \
-        broadcast.default_node_cache()
     return Staged(source, fmt, site_copy, broadcast.stage_nodes(
-        site_copy, source.cache_name(fmt), node_dir, fanout or broadcast.MAX_FANOUT,
-        broadcast.DEFAULT_CAP if cap < 0 else cap))
+        site_copy, source.cache_name(fmt), node_dir, fanout, broadcast.DEFAULT_CAP if cap < 0 else cap))
 
 
 def for_launch(opts):

@@ -132,3 +132,23 @@ def test_many_nodes_pulling_from_a_registry_are_warned_and_offered_the_stage(tmp
     assert said.startswith("each of the 4 nodes pulls and converts docker://reg.org/team/pytorch:1 itself")
     assert not [w for w in plan(nodes=1).warnings if "--stage" in w]
     assert not [w for w in plan(nodes=4, stage=True).warnings if "--stage" in w]
+
+
+@pytest.mark.parametrize("args, said", [
+    (["stage", "nope.sif"], "error: image 'nope.sif': stage takes a SIF or SquashFS file"),
+    (["stage", "--format", "tar", "x.sif"], "error: unknown format 'tar'"),
+    (["stage", "--runtime", "lxc", "x.sif"], "error: unknown runtime 'lxc'"),
+    (["stage", "--cap", "lots", "x.sif"], "error: --cap 'lots': a size such as 100G"),
+    (["stage", "--fanout", "9", "x.sif"], "error: --fanout 9: from 1 to 8 (sbcast's limit)"),
+    (["stage", "--node-cache", "relative/dir", "x.sif"], "error: node cache 'relative/dir': an absolute path"),
+    (["stage", "--runtime", "docker", "docker://reg.org/x:1"], "error: --runtime docker: staging converts"),
+])
+def test_a_stage_it_cannot_do_is_one_line_and_converts_nothing(args, said, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HPCAI_IMAGE_CACHE", str(tmp_path / "cache"))
+    for name in ("SLURM_JOB_ID", "SLURM_JOB_NODELIST"):
+        monkeypatch.delenv(name, raising=False)
+    res = subprocess.run([sys.executable, "-m", "hpcai", *args, "--site", "local"] if "--site" not in args
+                         else [sys.executable, "-m", "hpcai", *args], capture_output=True, text=True)
+    assert res.returncode == 2 and res.stderr.startswith(said) and res.stderr.count("\n") == 1, res.stderr
+    assert res.stdout == "" and not (tmp_path / "cache").exists()
