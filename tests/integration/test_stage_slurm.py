@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -28,7 +29,7 @@ NODES = ("nid001", "nid002", "nid003", "nid004")
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory) -> dict[str, str]:
+def env(tmp_path_factory):
     """Logged in (docker, apptainer, enroot), the base image pushed, a site cache and a node cache
     of this module's own."""
     tmp = tmp_path_factory.mktemp("stage")
@@ -36,8 +37,10 @@ def env(tmp_path_factory) -> dict[str, str]:
     login(env, "docker,apptainer,enroot")
     res = hpcai("push", BASE, f"{REGISTRY}/hpcai-test/stage-base:1", env=env)
     assert res.returncode == 0, res.stderr
-    return {**env, "HPCAI_IMAGE_CACHE": str(tmp / "site-cache"),
-            "HPCAI_NODE_CACHE": f"{NODE_LOCAL}/stage-{uuid.uuid4().hex[:8]}"}
+    mine = f"stage-{uuid.uuid4().hex[:8]}"
+    yield {**env, "HPCAI_IMAGE_CACHE": str(tmp / "site-cache"), "HPCAI_NODE_CACHE": f"{NODE_LOCAL}/{mine}"}
+    for folder in NODE_LOCAL_STATE.glob(f"*/{mine}*"):  # the nodes' copies: a GiB each, on the real disk
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 IMAGE = f"docker://{REGISTRY}/hpcai-test/stage-base:1"
@@ -45,7 +48,8 @@ IMAGE = f"docker://{REGISTRY}/hpcai-test/stage-base:1"
 
 def staged(env: dict[str, str], *args: str, nodes: int = 4) -> dict:
     """`hpcai stage --json ARGS` inside an allocation of NODES nodes."""
-    res = run("salloc", "-N", str(nodes), "--quiet", sys.executable, "-m", "hpcai", "stage", "--json", *args, env=env)
+    res = run("salloc", "-N", str(nodes), "-w", f"nid[001-{nodes:03d}]", "--quiet", sys.executable, "-m", "hpcai",
+              "stage", "--json", *args, env=env)
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 
@@ -89,9 +93,24 @@ def test_launch_stage_runs_every_rank_from_the_node_copy(env, tmp_path):
         assert (tmp_path / "run" / "logs" / f"rank-{rank}.out").read_text().strip()[:2].isdigit()
 
 
+def test_pyxis_starts_every_rank_from_the_node_squashfs(env, tmp_path):
+    """The same stage for pyxis: a SquashFS by digest, `srun --container-image=NODE_COPY`."""
+    res = run("salloc", "-N", "2", "--quiet", sys.executable, "-m", "hpcai", "launch", "--stage", "--runtime", "pyxis",
+              "-N", "2", "--no-entrypoint", "--image", IMAGE, "-o", str(tmp_path / "run"),
+              "--cmd", "--", "cat", "/etc/debian_version", env=env)
+    assert res.returncode == 0, res.stderr
+    plan = json.loads((tmp_path / "run" / "plan.json").read_text())
+    image = plan["image"]
+    assert image.startswith(env["HPCAI_NODE_CACHE"] + "/sha256-") and image.endswith(".sqsh")
+    assert f"--container-image={image}" in plan["argv"]
+    for rank in (0, 1):
+        assert (tmp_path / "run" / "logs" / f"rank-{rank}.out").read_text().strip()[:2].isdigit()
+
+
 def test_the_least_recently_used_image_leaves_a_full_node_cache(env):
     """SquashFS for enroot beside the SIF, with a cap that holds only one of them: every node
-    evicts the SIF, the older."""
+    evicts the SIF, the older. A node cache of its own: what the other tests staged is not in it."""
+    env = {**env, "HPCAI_NODE_CACHE": f"{env['HPCAI_NODE_CACHE']}-lru"}
     sif = staged(env, "--runtime", "apptainer", IMAGE)
     sqsh_site = Path(staged(env, "--runtime", "enroot", IMAGE, nodes=1)["site_copy"])  # node 1 only
     cap = str(sqsh_site.stat().st_size + 1)
