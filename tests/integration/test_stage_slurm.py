@@ -89,6 +89,8 @@ def test_launch_stage_runs_every_rank_from_the_node_copy(env, tmp_path):
     assert "staged sha256:" in res.stderr
     plan = json.loads((tmp_path / "run" / "plan.json").read_text())
     assert plan["image"].startswith(env["HPCAI_NODE_CACHE"] + "/sha256-") and plan["image"].endswith(".sif")
+    # the record names the site copy and the digest of the bytes that ran (the node copy's, not on this host)
+    assert plan["image_digest"] == "sha256:" + sha256(Path(plan["staged_from"]))
     for rank in (0, 1):
         assert (tmp_path / "run" / "logs" / f"rank-{rank}.out").read_text().strip()[:2].isdigit()
 

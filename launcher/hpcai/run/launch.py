@@ -102,8 +102,9 @@ def _follow(path: Path, done: threading.Event) -> None:
 
 
 def _digest(plan: LaunchPlan) -> str | None:
-    """docker/podman: the image Id; a SIF or SquashFS file: its sha256 (hpcai.run.digests)."""
-    path = Path(plan.image)
+    """docker/podman: the image Id; a SIF or SquashFS file: its sha256 (hpcai.run.digests), a
+    staged one's from its site copy (the node-local copy, byte for byte the same, need not be here)."""
+    path = Path(plan.staged_from or plan.image)
     if plan.runtime.engine:
         from hpcai.image.engine import image_id
 

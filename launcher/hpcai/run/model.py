@@ -131,6 +131,7 @@ class LaunchPlan:
     secret_env: dict[str, str] = field(default_factory=dict, repr=False)  # process env only (secrets, pyxis values)
     warnings: list[str] = field(default_factory=list)
     profiles: list[str] = field(default_factory=list)  # payload profiles, as given
+    staged_from: str = ""                 # launch --stage: the site copy the node-local image came from
     payload_values: dict[str, str] = field(default_factory=dict)  # every variable, resolved
     files: dict[str, str] = field(default_factory=dict)  # name in the run record -> text (ce: its EDF)
     prepare: list[list[str]] = field(default_factory=list)  # run once before the step (sarus pull)
@@ -171,6 +172,7 @@ class LaunchPlan:
             "job_id": self.job_id, "master_addr": self.master_addr,
             "master_port": self.master_port, "energy": self.energy,
             "image_labels": self.image_labels, "run_dir": self.run_dir, "warnings": self.warnings,
+            **({"staged_from": self.staged_from} if self.staged_from else {}),
         }
 
 

@@ -152,3 +152,16 @@ def test_a_stage_it_cannot_do_is_one_line_and_converts_nothing(args, said, tmp_p
                          else [sys.executable, "-m", "hpcai", *args], capture_output=True, text=True)
     assert res.returncode == 2 and res.stderr.startswith(said) and res.stderr.count("\n") == 1, res.stderr
     assert res.stdout == "" and not (tmp_path / "cache").exists()
+
+
+def test_a_staged_plan_names_its_site_copy_and_reads_labels_there(tmp_path):
+    """The node-local path need not exist on the host that plans: labels come from the site copy,
+    and plan.json names it (the launch hashes it for image_digest)."""
+    site_copy = tmp_path / "sha256-x.sif"
+    site_copy.write_bytes(b"sif")
+    plan = plan_launch(LaunchOptions(image="/nodes/only/sha256-x.sif", staged_from=str(site_copy), stage=True,
+                                     cmd=("true",), site="cray-ex-nvidia", runtime="apptainer", nodes=2, userns=True,
+                                     output_dir=str(tmp_path / "run")), host=CRAY, check=True)
+    data = plan.to_json()
+    assert data["image"] == "/nodes/only/sha256-x.sif" and data["staged_from"] == str(site_copy)
+    assert any(a == "/nodes/only/sha256-x.sif" or a.endswith("/nodes/only/sha256-x.sif") for a in plan.argv)
