@@ -26,6 +26,18 @@ from sifcache import cached_sif
 
 REPO = Path(__file__).resolve().parents[1]
 REQUIRE = os.environ.get("HPCAI_REQUIRE_ENGINES") == "1"
+# Every launch indexes its record into the run history (hpcai.results.history): the tests' own file,
+# not the user's. Tests of the history give their own (--db, monkeypatch).
+_TEST_HISTORY = None if os.environ.get("HPCAI_RESULTS_DB") else \
+    os.path.join(os.environ.get("TMPDIR", "/tmp"), f"hpcai-test-history-{os.getpid()}.sqlite")
+if _TEST_HISTORY:
+    os.environ["HPCAI_RESULTS_DB"] = _TEST_HISTORY
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for suffix in ("", "-wal", "-shm"):  # the tests' own history, made above
+        if _TEST_HISTORY:
+            Path(_TEST_HISTORY + suffix).unlink(missing_ok=True)
 
 # A suite started in the background of a non-interactive shell (`make test &`, a CI runner's
 # `cmd &`) inherits SIGINT ignored, and every process it starts then ignores it too: the Ctrl-C

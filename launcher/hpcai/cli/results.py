@@ -1,4 +1,5 @@
-"""CLI commands: `hpcai results parse|show|export|compare|plot`.
+"""CLI commands: `hpcai results parse|show|export|compare|plot` (and `index|history`:
+hpcai.cli.results_history).
 
 Human tables go to stderr (Rich), machine output (JSON, CSV) to stdout. Everything heavy
 (parsers, matplotlib) is imported inside the commands.
@@ -265,5 +266,8 @@ def schema_cmd() -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the top-level app."""
+    """Add this module's commands (and the history's: hpcai.cli.results_history) to the top-level app."""
+    from hpcai.cli import results_history
+
+    results_history.register(results_app)
     app.add_typer(results_app, name="results", rich_help_panel="Results")

@@ -216,3 +216,33 @@ def save(fig: Any, path: Path) -> None:
     buf = io.BytesIO()
     fig.savefig(buf, format=suffix[1:], dpi=120)
     files.write_atomic(path, buf.getvalue(), None, "-o")  # mode: as open() would (a figure is shared)
+
+
+def history_figure(payload: str, points: list) -> Any:
+    """A payload's series over time (hpcai results history): one axis per metric, labelled with
+    its unit, runs in order on x; a dashed line where the image digest changed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(n for p in points for n in p.values))
+    if not names:
+        raise UsageError(f"nothing to plot: no metric among the runs of {payload}")
+    fig, axes = plt.subplots(len(names), 1, figsize=(9, 2.8 * len(names)), squeeze=False)
+    xs = list(range(len(points)))
+    changes = [i for i in xs[1:] if points[i].image_digest != points[i - 1].image_digest]
+    for ax, name in zip(axes[:, 0], names):
+        unit = next(p.units[name] for p in points if name in p.units)
+        got = [(x, p.values.get(name)) for x, p in zip(xs, points)]
+        got = [(x, v) for x, v in got if v is not None and math.isfinite(v)]
+        ax.plot([x for x, _ in got], [v for _, v in got], marker="o")
+        for x in changes:
+            ax.axvline(x - 0.5, linestyle="--", color="grey", linewidth=1)
+        ax.set_ylabel(f"{name} ({unit})" if unit else name)
+        ax.set_title(f"{payload}: {name}", fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xticks(xs, [p.started[:16] or p.name for p in points], rotation=30, ha="right", fontsize=7)
+    axes[-1, 0].set_xlabel("run (started); dashed: a new image digest")
+    fig.tight_layout()
+    return fig

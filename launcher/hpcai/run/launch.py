@@ -118,16 +118,17 @@ def _digest(plan: LaunchPlan) -> str | None:
 
 def _while_running(plan: LaunchPlan, digest: dict[str, str | None]) -> None:
     """While the ranks run (this process waits on them): the image digest for plan.json (a SIF
-    can be many GB), then the imports that parsing the record will need, so that the launch ends
-    as soon after its ranks as it can."""
+    can be many GB), then the imports that parsing and indexing the record will need, so that the
+    launch ends as soon after its ranks as it can."""
     digest["d"] = _digest(plan)
-    if plan.payload != "cmd":
-        from hpcai.results.runs import prepare
+    try:
+        if plan.payload != "cmd":
+            from hpcai.results.runs import prepare
 
-        try:
             prepare(plan.payload)
-        except Exception:  # noqa: BLE001 - only a head start: finalize reports any real fault
-            pass
+        import hpcai.results.history  # noqa: F401 - the record is indexed as the launch ends (_index)
+    except Exception:  # noqa: BLE001 - only a head start: finalize reports any real fault
+        pass
 
 
 def _start_record(run_dir: Path, plan: LaunchPlan, plan_data: dict, status: record.RunStatus) -> None:
@@ -188,6 +189,20 @@ def _finalize_metrics(run_dir: Path, writes: _Writes) -> None:
         writes.failed[record.METRICS] = exc.strerror or str(exc)
     except Exception as exc:  # noqa: BLE001 - any parser fault: the run itself is recorded
         warn(f"{run_dir / record.METRICS} not written: {exc}")
+
+
+def _index(run_dir: Path) -> None:
+    """The finished record into the run history (hpcai.results.history), unless $HPCAI_RESULTS_DB
+    is `off`; a history that cannot be written is a warning: the record is what counts."""
+    import os
+
+    if os.environ.get("HPCAI_RESULTS_DB", "").lower() == "off":
+        return
+    from hpcai.results.history import index_quietly
+
+    problem = index_quietly(run_dir)
+    if problem:
+        warn(problem)
 
 
 def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
@@ -256,6 +271,7 @@ def execute(plan: LaunchPlan, check: bool = True, echo: bool = False) -> Path:
             _finalize_metrics(run_dir, writes)
         if plan.done_file:  # last: whoever waits on it finds the record final
             writes.text(Path(plan.done_file), state + "\n", "--done-file")
+    _index(run_dir)
     say(f"run record: {plain(run_dir, lines=False)}")  # -o as given: one line
     problem = writes.problem()
     if problem:
