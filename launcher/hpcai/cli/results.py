@@ -1,4 +1,4 @@
-"""CLI commands: `hpcai results parse|show|export|compare|plot` (and `index|history`:
+"""CLI commands: `hpcai results parse|show|export|compare|diff|plot` (and `index|history`:
 hpcai.cli.results_history).
 
 Human tables go to stderr (Rich), machine output (JSON, CSV) to stdout. Everything heavy
@@ -251,6 +251,42 @@ def plot_cmd(
         err.print(f"note: {plain(line)}", markup=False, highlight=False, soft_wrap=True)
     plot.save(fig, output)
     err.print(f"wrote {plain(output, lines=False)} ({plot.series_count(fig)} series)", soft_wrap=True, markup=False)
+
+
+@results_app.command("diff")
+def diff_cmd(
+    a: Path = typer.Argument(..., metavar="A", help="A run record (the earlier run, say)."),
+    b: Path = typer.Argument(..., metavar="B", help="Another run record."),
+    as_json: bool = typer.Option(False, "--json", help="Print the differences as JSON."),
+) -> None:
+    """What differs in the provenance of two runs, likeliest cause of a changed figure first:
+    component versions, NCCL, the libfabric and MPI mapped, the host MPI, the image, the
+    environment, geometry and nodes, the launch, the payload, hpcai."""
+    from rich.table import Table
+
+    from hpcai.console import cell, err, plain
+    from hpcai.errors import UsageError
+    from hpcai.results.diff import diff, unrecorded
+    from hpcai.results.loading import load
+
+    for path in (a, b):
+        if not path.exists():
+            raise UsageError(f"no such run record: {path}")
+    ra, rb = load(a), load(b)
+    found = diff(ra, rb)
+    if as_json:
+        emit_json({"a": str(a), "b": str(b), "differences": [{"rank": d.rank, "area": d.area, "key": d.key,
+                                                              "a": d.a, "b": d.b} for d in found],
+                   "not_recorded": unrecorded(ra, rb)})
+        return
+    table = Table(title=cell(f"{a.name} → {b.name}: {len(found)} differences"))
+    for col in ("rank", "area", "key", "A", "B"):
+        table.add_column(col)
+    for d in found:
+        table.add_row(*map(cell, (d.rank, d.area, d.key, d.a, d.b)))
+    _print_table(table)
+    for line in unrecorded(ra, rb):
+        err.print(f"note: {plain(line)}", markup=False, highlight=False, soft_wrap=True)
 
 
 @results_app.command("schema")
