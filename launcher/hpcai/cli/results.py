@@ -1,5 +1,5 @@
-"""CLI commands: `hpcai results parse|show|export|compare|diff|plot` (and `index|history`:
-hpcai.cli.results_history).
+"""CLI commands: `hpcai results parse|show|export|compare|plot` (`index|history`:
+hpcai.cli.results_history; `diff` and `compare --against`: hpcai.cli.results_changes).
 
 Human tables go to stderr (Rich), machine output (JSON, CSV) to stdout. Everything heavy
 (parsers, matplotlib) is imported inside the commands.
@@ -181,9 +181,20 @@ def compare_cmd(
     runs: Optional[list[Path]] = typer.Argument(None, help=RUNS_HELP),
     baseline: Optional[Path] = typer.Option(None, "--baseline", "-b", help="Baselines TOML (references per system)."),
     min_runs: int = typer.Option(4, "--min-runs", min=1, help="Fewest successful runs for a verdict (Mila: 4)."),
+    against: Optional[Path] = typer.Option(None, "--against", metavar="A", help="Runs (a record or a folder) to "
+                                           "compare RUNS with: each figure's ratio RUNS/A with a bootstrap "
+                                           "interval; a regression only when the interval excludes the tolerance."),
+    tolerance: float = typer.Option(0.05, "--tolerance", min=0.0, max=0.9, help="With --against: a change "
+                                    "smaller than this share is no change (default 0.05)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON rows and the suite score."),
 ) -> None:
-    """Compare runs with references: stats, ratio, pass/fail, suite score. Exit 1 when something fails."""
+    """Compare runs with references: stats, ratio, pass/fail, suite score; or with other runs
+    (--against): ratios with confidence intervals. Exit 1 when something fails or regressed."""
+    if against is not None:
+        from hpcai.cli.results_changes import compare_against
+
+        compare_against(runs, against, tolerance, baseline, as_json)
+        return
     from rich.table import Table
 
     from hpcai.console import cell, err, out
@@ -253,42 +264,6 @@ def plot_cmd(
     err.print(f"wrote {plain(output, lines=False)} ({plot.series_count(fig)} series)", soft_wrap=True, markup=False)
 
 
-@results_app.command("diff")
-def diff_cmd(
-    a: Path = typer.Argument(..., metavar="A", help="A run record (the earlier run, say)."),
-    b: Path = typer.Argument(..., metavar="B", help="Another run record."),
-    as_json: bool = typer.Option(False, "--json", help="Print the differences as JSON."),
-) -> None:
-    """What differs in the provenance of two runs, likeliest cause of a changed figure first:
-    component versions, NCCL, the libfabric and MPI mapped, the host MPI, the image, the
-    environment, geometry and nodes, the launch, the payload, hpcai."""
-    from rich.table import Table
-
-    from hpcai.console import cell, err, plain
-    from hpcai.errors import UsageError
-    from hpcai.results.diff import diff, unrecorded
-    from hpcai.results.loading import load
-
-    for path in (a, b):
-        if not path.exists():
-            raise UsageError(f"no such run record: {path}")
-    ra, rb = load(a), load(b)
-    found = diff(ra, rb)
-    if as_json:
-        emit_json({"a": str(a), "b": str(b), "differences": [{"rank": d.rank, "area": d.area, "key": d.key,
-                                                              "a": d.a, "b": d.b} for d in found],
-                   "not_recorded": unrecorded(ra, rb)})
-        return
-    table = Table(title=cell(f"{a.name} → {b.name}: {len(found)} differences"))
-    for col in ("rank", "area", "key", "A", "B"):
-        table.add_column(col)
-    for d in found:
-        table.add_row(*map(cell, (d.rank, d.area, d.key, d.a, d.b)))
-    _print_table(table)
-    for line in unrecorded(ra, rb):
-        err.print(f"note: {plain(line)}", markup=False, highlight=False, soft_wrap=True)
-
-
 @results_app.command("schema")
 def schema_cmd() -> None:
     """The baselines file's rules (`compare --baselines FILE`) as JSON Schema (draft 2020-12), for
@@ -303,7 +278,8 @@ def schema_cmd() -> None:
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands (and the history's: hpcai.cli.results_history) to the top-level app."""
-    from hpcai.cli import results_history
+    from hpcai.cli import results_changes, results_history
 
     results_history.register(results_app)
+    results_changes.register(results_app)
     app.add_typer(results_app, name="results", rich_help_panel="Results")

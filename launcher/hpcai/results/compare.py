@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from hpcai.results.baselines import Configuration, Reference, find
 from hpcai.results.metrics import measured
@@ -129,3 +130,44 @@ def compare(records: list[RunRecord], baselines: list[Configuration] | None = No
         metric = heads[0].name if heads else "(no metrics)"
         result.rows.append(_row(key, system, runs, metric, None, weight, min_count))
     return result
+
+
+@dataclass(frozen=True)
+class Paired:
+    """One figure of one configuration, measured on both sides of `compare B --against A`."""
+
+    config: str
+    metric: str
+    unit: str
+    better: str
+    change: Any  # hpcai.results.significance.Change
+
+
+def against(a: list[RunRecord], b: list[RunRecord], tolerance: float) -> list[Paired]:
+    """Every metric of every configuration that both A and B measured: its change from A to B
+    (hpcai.results.significance). Configurations only one side ran are left out (say so: unpaired)."""
+    from hpcai.results.significance import compare_samples
+
+    def values(records: list[RunRecord]) -> dict[str, dict[str, list]]:
+        found: dict[str, dict[str, list]] = {}
+        for rec in records:
+            for m in rec.result.metrics if rec.succeeded and rec.result else ():
+                if measured(m):
+                    found.setdefault(config_key(rec), {}).setdefault(m.name, []).append(m)
+        return found
+
+    va, vb = values(a), values(b)
+    rows = []
+    for config in sorted(set(va) & set(vb)):
+        for metric in sorted(set(va[config]) & set(vb[config])):
+            first = va[config][metric][0]
+            change = compare_samples([m.value for m in va[config][metric]], [m.value for m in vb[config][metric]],
+                                     first.better, tolerance)
+            rows.append(Paired(config, metric, first.unit, first.better, change))
+    return rows
+
+
+def unpaired(a: list[RunRecord], b: list[RunRecord]) -> list[str]:
+    """Configurations only one side ran: nothing to compare them with."""
+    ka, kb = {config_key(r) for r in a}, {config_key(r) for r in b}
+    return [f"only in A: {k}" for k in sorted(ka - kb)] + [f"only in B: {k}" for k in sorted(kb - ka)]
