@@ -58,7 +58,7 @@ def test_jube_runs_the_exported_sweep_and_fills_its_table(tmp_path, hpcai_exe, p
     rows = list(csv.DictReader(io.StringIO(res.stdout.strip().split("\n\n")[0])))
     assert [(int(r["nodes"]), r["iters"], r["max_bytes"]) for r in rows] == [(1, "5", "65536"), (2, "5", "65536")]
 
-    from hpcai.cli.results import _fmt  # the value as `hpcai results show` prints it
+    from hpcai.cli.results_tables import fmt as _fmt  # the value as `hpcai results show` prints it
 
     for row in rows:
         record = out / "000000" / f"{int(row['jube_wp_id']):06d}_run" / "work" / "record"

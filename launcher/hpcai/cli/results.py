@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from hpcai.cli.results_tables import fmt, print_table, read_records
 from hpcai.output import emit, emit_json
 
 results_app = typer.Typer(
@@ -21,37 +22,6 @@ results_app = typer.Typer(
 )
 
 RUNS_HELP = "Run-record folders, or folders holding them (runs/, a sweep folder). Default: ./runs"
-
-
-def _records(paths: list[Path] | None):
-    """The readable records; a damaged one is skipped with one warning line on stderr."""
-    from hpcai.console import err, plain
-    from hpcai.results.loading import read_all
-
-    records, skipped = read_all(list(paths) if paths else [Path("runs")])
-    for line in skipped:
-        err.print(f"warning: {plain(line)}", markup=False, highlight=False, soft_wrap=True)
-    return records
-
-
-def _print_table(table) -> None:
-    """Tables on stdout; when piped, wide enough that names are never cut to '…'."""
-    from rich.console import Console
-
-    from hpcai.console import out
-
-    if out.is_terminal:
-        out.print(table)
-    else:  # Console.print(width=) can only narrow, so a wide console for pipes and files
-        Console(width=250, highlight=False, color_system=None, emoji=False).print(table)
-
-
-def _fmt(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if abs(value) >= 1e9:
-        return f"{value:.4e}"
-    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
 
 
 def _fact(name: str, value: str) -> str:
@@ -119,9 +89,9 @@ def parse_cmd(
     for col in ("metric", "value", "unit", "better", "formula"):
         table.add_column(col)
     for m in result.metrics:
-        table.add_row(*map(cell, (("* " if m.headline else "  ") + m.name, _fmt(m.value), m.unit, m.better,
+        table.add_row(*map(cell, (("* " if m.headline else "  ") + m.name, fmt(m.value), m.unit, m.better,
                                   m.formula or "")))
-    _print_table(table)
+    print_table(table)
     for w in result.warnings:
         err.print(f"warning: {plain(w)}", markup=False)
 
@@ -134,7 +104,7 @@ def show_cmd(runs: Optional[list[Path]] = typer.Argument(None, help=RUNS_HELP)) 
     from hpcai.console import cell
     from hpcai.results.sweep import aggregate
 
-    records = _records(runs)
+    records = read_records(runs)
     table = Table(title="runs")
     for col in ("run", "payload", "system", "nodes×ranks/node", "image", "metric", "value", "unit", "status"):
         table.add_column(col)
@@ -142,18 +112,18 @@ def show_cmd(runs: Optional[list[Path]] = typer.Argument(None, help=RUNS_HELP)) 
         head = r.result.headline if r.result else None
         table.add_row(*map(cell, (r.path.name, r.payload, r.system, f"{r.nodes}×{r.ranks // max(r.nodes, 1)}",
                                   r.plan.get("image") or "-", head.name if head else "-",
-                                  _fmt(head.value) if head else "-", head.unit if head else "",
+                                  fmt(head.value) if head else "-", head.unit if head else "",
                                   r.shown_state if not r.error else f"{r.shown_state}: {r.error}")))
-    _print_table(table)
+    print_table(table)
     scaling = aggregate(records)
     if len({p.nodes for p in scaling}) > 1:
         st = Table(title="scaling")
         for col in ("series", "nodes", "runs", "metric", "mean", "min", "max", "efficiency"):
             st.add_column(col)
         for p in scaling:
-            st.add_row(*map(cell, (p.series, p.nodes, p.runs, f"{p.metric} ({p.unit})", _fmt(p.mean), _fmt(p.min),
-                                   _fmt(p.max), f"{p.efficiency:.2f}" if p.efficiency is not None else "-")))
-        _print_table(st)
+            st.add_row(*map(cell, (p.series, p.nodes, p.runs, f"{p.metric} ({p.unit})", fmt(p.mean), fmt(p.min),
+                                   fmt(p.max), f"{p.efficiency:.2f}" if p.efficiency is not None else "-")))
+        print_table(st)
 
 
 @results_app.command("export")
@@ -169,7 +139,7 @@ def export_cmd(
 
     if as_csv == as_json:
         raise UsageError("choose one format: --csv or --json")
-    text = export.to_csv(_records(runs)) if as_csv else export.to_json(_records(runs))
+    text = export.to_csv(read_records(runs)) if as_csv else export.to_json(read_records(runs))
     if output:
         export.write(output, text)  # a link at OUTPUT: refused, never followed
     else:
@@ -203,7 +173,7 @@ def compare_cmd(
     from hpcai.results.stats import DEVIATION_LIMIT, DEVIATION_QUANTILE
 
     configs = load_baselines(baseline) if baseline else None
-    result = compare(_records(runs), configs, min_runs)
+    result = compare(read_records(runs), configs, min_runs)
     for r in result.rows:
         if r.skipped:
             err.print(f"note: {r.config} on {r.system}: {r.skipped} run(s) with {r.metric} not a finite number "
@@ -225,11 +195,11 @@ def compare_cmd(
         colour = {PASS: "green", FAIL: "red"}
         for r in result.rows:
             s = r.stats
-            table.add_row(*map(cell, (r.config, r.system, f"{r.metric} ({r.unit})", s.n if s else 0, _fmt(s and s.mean),
-                                      f"{s.sd_percent:.1f}" if s else "-", _fmt(s and s.min), _fmt(s and s.max),
-                                      _fmt(r.reference.value) if r.reference else "-", _fmt(r.ratio))),
+            table.add_row(*map(cell, (r.config, r.system, f"{r.metric} ({r.unit})", s.n if s else 0, fmt(s and s.mean),
+                                      f"{s.sd_percent:.1f}" if s else "-", fmt(s and s.min), fmt(s and s.max),
+                                      fmt(r.reference.value) if r.reference else "-", fmt(r.ratio))),
                           f"[{colour.get(r.verdict, 'yellow')}]{r.verdict}[/]")
-        _print_table(table)
+        print_table(table)
         score = "-" if result.score is None else f"{result.score:.3f}"
         out.print(f"suite score {score} (success ratio {result.succeeded}/{result.runs})")
         spread = result.deviation_quantile
@@ -257,7 +227,7 @@ def plot_cmd(
     if kind not in kinds:
         raise unknown("plot kind", kind, kinds)
     notes: list[str] = []
-    fig = plot.auto(_records(runs), kind, notes)
+    fig = plot.auto(read_records(runs), kind, notes)
     for line in notes:  # values that are not finite numbers: left out, and said so
         err.print(f"note: {plain(line)}", markup=False, highlight=False, soft_wrap=True)
     plot.save(fig, output)

@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from hpcai.cli.results import _print_table, _records
+from hpcai.cli.results_tables import print_table, read_records
 from hpcai.output import emit_json
 
 
@@ -25,7 +25,7 @@ def compare_against(runs: Optional[list[Path]], against: Path, tolerance: float,
 
     if baseline is not None:
         raise UsageError("--against compares runs with runs, --baseline with references: give one of them")
-    a, b = _records([against]), _records(runs)
+    a, b = read_records([against]), read_records(runs)
     rows = pair(a, b, tolerance)
     for line in unpaired(a, b):
         err.print(f"note: {plain(line)}", markup=False, highlight=False, soft_wrap=True)
@@ -47,7 +47,7 @@ def compare_against(runs: Optional[list[Path]], against: Path, tolerance: float,
                                       f"{c.p_value:.3g}" if c.p_value is not None else "-")),
                           f"[{'red' if c.verdict == REGRESSION else 'green' if c.verdict != 'undecided' else 'yellow'}]"
                           f"{c.verdict}[/]")
-        _print_table(table)
+        print_table(table)
     if any(r.change.verdict == REGRESSION for r in rows):
         raise typer.Exit(1)
 
@@ -82,7 +82,7 @@ def diff_cmd(
         table.add_column(col)
     for d in found:
         table.add_row(*map(cell, (d.rank, d.area, d.key, d.a, d.b)))
-    _print_table(table)
+    print_table(table)
     for line in unrecorded(ra, rb):
         err.print(f"note: {plain(line)}", markup=False, highlight=False, soft_wrap=True)
 

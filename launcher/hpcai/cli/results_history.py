@@ -80,7 +80,7 @@ def history_cmd(
 def _table(payload: str, points) -> None:
     from rich.table import Table
 
-    from hpcai.cli.results import _fmt, _print_table
+    from hpcai.cli.results_tables import fmt, print_table
     from hpcai.console import cell
 
     names = list(dict.fromkeys(n for p in points for n in p.values))
@@ -95,8 +95,8 @@ def _table(payload: str, points) -> None:
         last = p.image_digest
         table.add_row(*map(cell, (p.started, p.name, p.site, f"{p.nodes}×{p.ranks // max(p.nodes, 1)}",
                                   f"{image} (new)" if changed else image, p.state,
-                                  *(_fmt(p.values.get(n)) for n in names))))
-    _print_table(table)
+                                  *(fmt(p.values.get(n)) for n in names))))
+    print_table(table)
 
 
 def register(app: typer.Typer) -> None:
