@@ -44,6 +44,8 @@ def engine_available(name: str) -> bool:
         return _ok(["nvidia-smi", "-L"]) or _ok(["rocm-smi"])
     if name == "registry":
         return registry_answers()
+    if name == "browser":  # headless Chromium and the driver selenium speaks to it through
+        return bool(shutil.which("chromedriver") and (shutil.which("chromium") or shutil.which("chromium-browser")))
     return True
 
 

@@ -1,6 +1,7 @@
-"""What changed between runs: `hpcai results diff A B` (provenance, hpcai.results.diff) and
+"""What changed between runs: `hpcai results diff A B` (provenance, hpcai.results.diff),
 `hpcai results compare B --against A` (each figure's ratio with a confidence interval,
-hpcai.results.significance). Registered on the results app by hpcai.cli.results."""
+hpcai.results.significance) and `hpcai results report` (the HTML page with the regressions
+marked, hpcai.results.report). Registered on the results app by hpcai.cli.results."""
 
 from __future__ import annotations
 
@@ -87,5 +88,43 @@ def diff_cmd(
         err.print(f"note: {plain(line)}", markup=False, highlight=False, soft_wrap=True)
 
 
+def report_cmd(
+    runs: Optional[list[Path]] = typer.Argument(None, help="Run-record folders, or folders holding them. Default: "
+                                                           "./runs (or --history)."),
+    output: Path = typer.Option(..., "--output", "-o", help="The HTML file to write."),
+    history: Optional[str] = typer.Option(None, "--history", metavar="PAYLOAD", help="The runs of PAYLOAD the run "
+                                          "history holds (hpcai results index), instead of folders."),
+    site: Optional[str] = typer.Option(None, "--site", help="With --history: only runs on this site."),
+    db: Optional[Path] = typer.Option(None, "--db", metavar="FILE", help="With --history: the history database."),
+    tolerance: float = typer.Option(0.05, "--tolerance", min=0.0, max=0.9, help="A change smaller than this share "
+                                    "is no change (default 0.05)."),
+) -> None:
+    """One self-contained HTML page over runs: per payload a plot per metric, the runs, their
+    provenance, and the regressions between the newest image and the one before, marked."""
+    from hpcai.console import plain
+    from hpcai.errors import UsageError
+    from hpcai.output import say
+    from hpcai.results import report
+
+    if history is not None:
+        if runs:
+            raise UsageError("give run folders or --history PAYLOAD, not both")
+        from hpcai.results import history as hist
+
+        conn = hist.connect(db)
+        try:
+            found = [p for p in hist.run_dirs(conn, history, site) if p.is_dir()]
+        finally:
+            conn.close()
+        if not found:
+            raise UsageError(f"the history holds no readable runs of {history!r}{f' on {site}' if site else ''}")
+        runs = found
+    elif site is not None or db is not None:
+        raise UsageError("--site and --db go with --history")
+    marked = report.write(read_records(runs), output, tolerance)
+    say(f"wrote {plain(output, lines=False)} ({marked} regression{'s' if marked != 1 else ''} marked)")
+
+
 def register(app: typer.Typer) -> None:
     app.command("diff")(diff_cmd)
+    app.command("report")(report_cmd)

@@ -223,6 +223,22 @@ class Point:
     units: dict[str, str]
 
 
+def point_of(rec) -> Point:
+    """A record as one point of its payload's series (what `series` reads back from the database)."""
+    metrics = [m for m in (rec.result.metrics if rec.result else ()) if m.measured]
+    return Point(str(rec.status.get("started") or ""), rec.path.name, str(rec.plan.get("site") or "local"), rec.nodes,
+                 rec.ranks, str(rec.plan.get("image_digest") or ""), rec.state,
+                 {m.name: m.value for m in metrics}, {m.name: m.unit for m in metrics})
+
+
+def run_dirs(db: sqlite3.Connection, payload: str, site: str | None = None) -> list[Path]:
+    """The record folders the history holds for PAYLOAD (on SITE), oldest first."""
+    query, args = "SELECT run_dir FROM runs WHERE payload = ?", [payload]
+    if site:
+        query, args = query + " AND site = ?", [payload, site]
+    return [Path(r[0]) for r in db.execute(query + " ORDER BY started, name", args)]
+
+
 def series(db: sqlite3.Connection, payload: str, site: str | None = None,
            metrics: list[str] | None = None) -> list[Point]:
     """PAYLOAD's runs (on SITE), oldest first, with their metrics (only METRICS where named)."""

@@ -218,9 +218,10 @@ def save(fig: Any, path: Path) -> None:
     files.write_atomic(path, buf.getvalue(), None, "-o")  # mode: as open() would (a figure is shared)
 
 
-def history_figure(payload: str, points: list) -> Any:
-    """A payload's series over time (hpcai results history): one axis per metric, labelled with
-    its unit, runs in order on x; a dashed line where the image digest changed."""
+def history_figure(payload: str, points: list, marked: dict[str, set[int]] | None = None) -> Any:
+    """A payload's series over time (hpcai results history, the report): one axis per metric,
+    labelled with its unit, runs in order on x; a dashed line where the image digest changed;
+    MARKED (metric -> indices of points) drawn as red crosses: the report's regressions."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -237,6 +238,10 @@ def history_figure(payload: str, points: list) -> Any:
         got = [(x, p.values.get(name)) for x, p in zip(xs, points)]
         got = [(x, v) for x, v in got if v is not None and math.isfinite(v)]
         ax.plot([x for x, _ in got], [v for _, v in got], marker="o")
+        bad = [(x, v) for x, v in got if x in (marked or {}).get(name, set())]
+        if bad:
+            ax.plot([x for x, _ in bad], [v for _, v in bad], "x", color="red", markersize=10, label="regression")
+            ax.legend(fontsize=7)
         for x in changes:
             ax.axvline(x - 0.5, linestyle="--", color="grey", linewidth=1)
         ax.set_ylabel(f"{name} ({unit})" if unit else name)
