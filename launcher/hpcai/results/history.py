@@ -231,6 +231,30 @@ def point_of(rec) -> Point:
                  {m.name: m.value for m in metrics}, {m.name: m.unit for m in metrics})
 
 
+QUERY_PREFIX = "history:"
+QUERY_KEYS = {"site": "site = ?", "image": "image_digest LIKE ? || '%'", "since": "started >= ?",
+              "until": "started < ?", "state": "state = ?"}
+QUERY_SHAPE = "history:PAYLOAD[,site=S][,image=DIGEST-PREFIX][,since=DATE][,until=DATE][,state=S]"
+
+
+def query_dirs(db: sqlite3.Connection, spec: str) -> list[Path]:
+    """The record folders a history query names, oldest first: QUERY_SHAPE, e.g.
+    `history:ddp-bench,site=jedi,image=sha256:ab12` (dates as the records write them, 2026-11-27)."""
+    payload, *filters = spec[len(QUERY_PREFIX):].split(",")
+    where, args = ["payload = ?"], [payload]
+    for item in filters:
+        key, sep, value = item.partition("=")
+        if not sep or key not in QUERY_KEYS or not value:
+            raise UsageError(f"query {spec!r}: {item!r} is not one of {', '.join(f'{k}=…' for k in QUERY_KEYS)} "
+                             f"({QUERY_SHAPE})")
+        where.append(QUERY_KEYS[key])
+        args.append(value)
+    if not payload:
+        raise UsageError(f"query {spec!r}: no payload ({QUERY_SHAPE})")
+    rows = db.execute(f"SELECT run_dir FROM runs WHERE {' AND '.join(where)} ORDER BY started, name", args)  # noqa: S608
+    return [Path(r[0]) for r in rows]
+
+
 def run_dirs(db: sqlite3.Connection, payload: str, site: str | None = None) -> list[Path]:
     """The record folders the history holds for PAYLOAD (on SITE), oldest first."""
     query, args = "SELECT run_dir FROM runs WHERE payload = ?", [payload]

@@ -164,3 +164,29 @@ def test_what_the_history_cannot_answer_is_one_line(tmp_path, args, said):
 def test_off_switches_the_launch_index_off_and_the_commands_say_so(tmp_path):
     res = hpcai("results", "history", "ddp-bench", env={"HPCAI_RESULTS_DB": "off"})
     assert res.returncode == 2 and res.stderr.startswith("error: HPCAI_RESULTS_DB=off: the run history is switched off")
+
+
+def test_history_queries_name_records_for_every_results_command(tmp_path):
+    """`history:PAYLOAD,image=…` as the two sides of `compare --against`: the runs of one image
+    against another's, straight from the history."""
+    from report_runs import NEW, OLD, series
+
+    runs = series(tmp_path / "runs")
+    env = {"HPCAI_RESULTS_DB": str(tmp_path / "h.sqlite")}
+    assert hpcai("results", "index", str(runs), env=env).returncode == 0
+    res = hpcai("results", "compare", f"history:ddp-bench,image={NEW[:20]}", "--against",
+                f"history:ddp-bench,image={OLD[:20]}", "--json", env=env)
+    assert res.returncode == 1, res.stderr  # a regression: exit 1
+    [row] = json.loads(res.stdout)["rows"]
+    assert row["verdict"] == "regression" and row["n_a"] == row["n_b"] == 4
+    shown = hpcai("results", "show", "history:osu,since=2026-11-11", env=env)
+    assert shown.returncode == 0 and "osu1" in shown.stdout and "osu0" not in shown.stdout
+
+
+def test_a_bad_history_query_is_one_line(tmp_path):
+    env = {"HPCAI_RESULTS_DB": str(tmp_path / "h.sqlite")}
+    res = hpcai("results", "show", "history:osu,colour=red", env=env)
+    assert res.returncode == 2 and res.stderr.startswith("error: query 'history:osu,colour=red': 'colour=red' is not "
+                                                         "one of site=…, image=…"), res.stderr
+    res = hpcai("results", "show", "history:osu", env=env)
+    assert res.returncode == 2 and "no run records in the history" in res.stderr
