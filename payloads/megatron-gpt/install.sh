@@ -30,6 +30,8 @@ if [ "${HPCAI_FAMILY:-}" = cuda ]; then
    install -d "$prefix/share"
    rm -rf "$share"
    cp -r . "$share")
+  # the data helper, built now: a read-only image cannot build it at run time (build_helpers.py)
+  "$prefix/venv/bin/python" "$here/install/build_helpers.py" "$share"
   cp -r "$caraml/llm_training/aux/tokenizers" "$share/caraml-tokenizers"
   grep -q 'TFLOPs(megatron)' "$share/megatron/training.py"  # CARAML's patch is in
 fi

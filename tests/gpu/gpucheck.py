@@ -165,8 +165,9 @@ def unpack_component(name: str, dest: Path) -> Path:
 
 def bake_megatron_lm(prefix: Path, workdir: Path) -> str:
     """payloads/megatron-gpt/install.sh's CUDA step without an image: Megatron-LM f7727433 with
-    CARAML's NVIDIA patch and the torch port, and CARAML's GPT-2 files, under PREFIX/share/megatron-lm
-    (megatron_lm.py's tree). Returns what patch and the port printed."""
+    CARAML's NVIDIA patch and the torch port, CARAML's GPT-2 files and the data helper built and
+    called (build_helpers.py), under PREFIX/share/megatron-lm (megatron_lm.py's tree). Returns what
+    patch, the port and the helper's build printed."""
     caraml = unpack_component("caraml", workdir / "src")
     megatron = unpack_component("megatron-lm", workdir / "src")
     patch = caraml / "llm_training/aux/nvidia_energy_llm_fix.patch"
@@ -178,7 +179,10 @@ def bake_megatron_lm(prefix: Path, workdir: Path) -> str:
     share.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(megatron, share)
     shutil.copytree(caraml / "llm_training/aux/tokenizers", share / "caraml-tokenizers")
-    return done.stdout + port.stdout
+    helper = subprocess.run([sys.executable, str(PAYLOADS / "megatron-gpt/install/build_helpers.py"), str(share)],
+                            capture_output=True, text=True, check=False)
+    assert helper.returncode == 0, helper.stdout + helper.stderr
+    return done.stdout + port.stdout + helper.stderr + helper.stdout
 
 
 def build_rccl_tests(workdir: Path, archs: list[str]) -> tuple[Path | None, str]:

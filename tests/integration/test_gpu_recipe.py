@@ -132,11 +132,15 @@ def test_caramls_megatron_lm_is_baked_patched_and_tokenizes(gpu_image, tmp_path)
     res = in_image(gpu_image, f"grep -c 'TFLOPs(megatron)' {share}/megatron/training.py; "
                    f"ls {share}/caraml-tokenizers; cd {share} && python -c "
                    "'import megatron.tokenizer, megatron.data.indexed_dataset; print(\"imports ok\")' && python -c "
-                   "'import jpwr.ctxmgr, megatron.optimizer as o; print(\"port\", o.Adam.__module__)'")
+                   "'import jpwr.ctxmgr, megatron.optimizer as o; print(\"port\", o.Adam.__module__)' && "
+                   # built at bake time and newer than its source: pretrain_gpt.py's make has nothing to do
+                   "for so in megatron/data/helpers.cpython-*.so; do test \"$so\" -nt megatron/data/helpers.cpp "
+                   "&& echo helper built; done")
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout.split()[:3] == ["1", "gpt2-merges.txt", "gpt2-vocab.json"] and "imports ok" in res.stdout
     # the base has no apex: port_torch.py's fallbacks are in, and CARAML's patched script finds jpwr
     assert "port megatron.torch_port" in res.stdout, res.stdout
+    assert res.stdout.count("helper built") == 1, res.stdout  # install/build_helpers.py
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"Document {i}: the quick brown fox jumps over the lazy dog, {i} times.\n"
                               for i in range(400)))
