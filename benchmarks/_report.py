@@ -4,7 +4,10 @@ those lines (the table, the verdicts, the side-by-side comparison of two reports
 
 A figure has a target and a direction (`better="lower"`: measured <= target passes; "higher":
 measured >= target). One that was not measured (no image, no cluster, `--quick`) is recorded with
-measured None and is "not run", never PASS.
+measured None and is "not run", never PASS. A figure measured with a confidence interval
+(`interval=(low, high)`, as container_parity.py's ratios are) is judged by the interval: PASS when
+all of it meets the target, FAIL when none of it does, "undecided" when it straddles the target
+(its repeats cannot tell; more of them would).
 
     from _report import figure, not_run
     figure("render: whole matrix", 0.41, 1.0, "s")
@@ -25,7 +28,7 @@ from hpcai.files import BadFile, dumps, parse_json, read_json, read_text
 from hpcai.output import plain
 
 OUT_ENV = "HPCAI_BENCH_OUT"
-PASS, FAIL, NOT_RUN = "PASS", "FAIL", "not run"
+PASS, FAIL, NOT_RUN, UNDECIDED = "PASS", "FAIL", "not run", "undecided"
 BETTER = ("lower", "higher")
 
 
@@ -33,13 +36,21 @@ class ReportError(ValueError):
     """A figures file or report that cannot be used: one line naming the file and the key."""
 
 
-def verdict(measured: float | None, target: float, better: str) -> str:
-    """PASS, FAIL, or "not run" when nothing was measured."""
+def verdict(measured: float | None, target: float, better: str, interval: tuple[float, float] | None = None) -> str:
+    """PASS, FAIL, or "not run" when nothing was measured; with an INTERVAL, "undecided" when it
+    straddles the target."""
     if better not in BETTER:
         raise ValueError(f"better must be one of {BETTER}, not {better!r}")
     if measured is None:
         return NOT_RUN
-    return PASS if (measured <= target if better == "lower" else measured >= target) else FAIL
+
+    def meets(x: float) -> bool:
+        return x <= target if better == "lower" else x >= target
+
+    if interval is None:
+        return PASS if meets(measured) else FAIL
+    low_meets, high_meets = meets(interval[0]), meets(interval[1])
+    return PASS if low_meets and high_meets else FAIL if not (low_meets or high_meets) else UNDECIDED
 
 
 def ratio(measured: float | None, target: float) -> float | None:
@@ -48,15 +59,20 @@ def ratio(measured: float | None, target: float) -> float | None:
 
 
 def record(name: str, measured: float | None, target: float, unit: str, better: str = "lower",
-           note: str = "") -> dict[str, Any]:
+           note: str = "", interval: tuple[float, float] | None = None) -> dict[str, Any]:
     """One figure as report.json holds it. A measurement that is not a finite number (a timer that
     divided by zero) is no measurement: "not run", with the value in the note."""
     if measured is not None and not math.isfinite(float(measured)):
         note = f"measured {float(measured)}, not a finite number" + (f"; {note}" if note else "")
-        measured = None
-    return {"name": name, "measured": None if measured is None else float(measured),
-            "target": float(target), "unit": unit, "better": better, "note": note,
-            "ratio": ratio(measured, target), "status": verdict(measured, target, better)}
+        measured = interval = None
+    if measured is None:
+        interval = None
+    rec = {"name": name, "measured": None if measured is None else float(measured),
+           "target": float(target), "unit": unit, "better": better, "note": note,
+           "ratio": ratio(measured, target), "status": verdict(measured, target, better, interval)}
+    if interval is not None:
+        rec["interval"] = [float(interval[0]), float(interval[1])]
+    return rec
 
 
 def _emit(rec: dict[str, Any]) -> dict[str, Any]:
@@ -70,9 +86,10 @@ def _emit(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def figure(name: str, measured: float, target: float, unit: str, better: str = "lower",
-           note: str = "") -> dict[str, Any]:
-    """Print and record a measured figure; returns its record (status PASS or FAIL)."""
-    return _emit(record(name, measured, target, unit, better, note))
+           note: str = "", interval: tuple[float, float] | None = None) -> dict[str, Any]:
+    """Print and record a measured figure; returns its record (status PASS or FAIL, or undecided
+    when its INTERVAL straddles the target)."""
+    return _emit(record(name, measured, target, unit, better, note, interval))
 
 
 def not_run(name: str, target: float, unit: str, better: str = "lower", why: str = "") -> dict[str, Any]:
@@ -128,13 +145,16 @@ def checked(rec: Any, where: str) -> dict[str, Any]:
         ("measured", rec.get("measured") is None or _size(rec["measured"]), "a finite number >= 0 or null"),
         ("better", rec.get("better", "lower") in BETTER, " or ".join(BETTER)),
         ("note", isinstance(rec.get("note", ""), str), "text"),
+        ("interval", rec.get("interval") is None or (
+            isinstance(rec["interval"], list) and len(rec["interval"]) == 2 and all(map(_size, rec["interval"]))
+            and rec["interval"][0] <= rec["interval"][1]), "[low, high], finite numbers >= 0, low <= high, or null"),
     ]
     for key, ok, shape in problems:
         if not ok:
             got = "missing" if key not in rec else f"got {rec[key]!r}"
             raise ReportError(f"{where}: figure {rec.get('name', '?')!r}: {key} must be {shape} ({got})")
     return record(rec["name"], rec.get("measured"), rec["target"], rec["unit"], rec.get("better", "lower"),
-                  rec.get("note", ""))
+                  rec.get("note", ""), rec.get("interval"))
 
 
 def read_report(path: Path) -> dict[str, Any]:
@@ -167,8 +187,10 @@ def _num(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 100 else f"{x:.0f}"
 
 
-def _value(x: float | None, unit: str) -> str:
-    return "-" if x is None else f"{_num(x)} {unit}".rstrip()
+def _value(x: float | None, unit: str, interval: list[float] | None = None) -> str:
+    if x is None:
+        return "-"
+    return f"{_num(x)}{f' [{_num(interval[0])}, {_num(interval[1])}]' if interval else ''} {unit}".rstrip()
 
 
 def _bound(rec: dict[str, Any]) -> str:
@@ -189,15 +211,15 @@ def _grid(header: list[str], rows: list[list[str]], markdown: bool = False) -> s
 
 def table(figures: list[dict[str, Any]], markdown: bool = False) -> str:
     """figure, target, measured, ratio (measured / target), PASS/FAIL/not run, note."""
-    rows = [[f["name"], _bound(f), _value(f["measured"], f["unit"]),
+    rows = [[f["name"], _bound(f), _value(f["measured"], f["unit"], f.get("interval")),
              "-" if f["ratio"] is None else f"{f['ratio']:.2f}", f["status"], f.get("note", "")]
             for f in figures]
     return _grid(["figure", "target", "measured", "ratio", "result", "note"], rows, markdown)
 
 
 def summary(figures: list[dict[str, Any]]) -> str:
-    counts = {s: sum(f["status"] == s for f in figures) for s in (PASS, FAIL, NOT_RUN)}
-    return ", ".join(f"{n} {s}" for s, n in counts.items())
+    counts = {s: sum(f["status"] == s for f in figures) for s in (PASS, FAIL, UNDECIDED, NOT_RUN)}
+    return ", ".join(f"{n} {s}" for s, n in counts.items() if n or s != UNDECIDED)
 
 
 def compare(old: dict[str, Any], new: dict[str, Any], markdown: bool = False) -> str:

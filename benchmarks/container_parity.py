@@ -18,13 +18,17 @@ Workloads (2 nodes x 1 rank, and x 2 ranks where ranks share a node):
 The test cluster's fake nodes share this machine's host name and /dev/shm: PERNODE gives each
 fake node its own Open MPI shared-memory directory (else ranks of two "nodes" would map each
 other's segments), keeps TCP on the loopback, and makes waiting ranks yield (4 ranks, 2 cores),
-on both sides alike. Runs are interleaved (host, docker, podman, …, then again) and repeated;
-the figure per runtime is the median's ratio to the host's median.
+on both sides alike. Runs are interleaved (host, docker, podman, …, then again). Each figure is the
+ratio of the runtime's mean to the host's with its 95 % bootstrap interval, the method of `hpcai
+results compare` (benchmarks/_repeats.py): every comparison runs --repeats times, then only the
+undecided ones again until their interval lies wholly on one side of the target or they reach
+--max-repeats; PASS, FAIL or "undecided" is the interval's verdict.
 
 Apptainer runs the SIF `hpcai sif` makes of the image (cached by image Id), in user-namespace mode
 where this host's root cannot run it otherwise; each node's two ranks share one instance.
 
-    python benchmarks/container_parity.py [--quick] [--repeats 5] [--runtimes docker,podman,charliecloud,pyxis,apptainer]
+    python benchmarks/container_parity.py [--quick] [--repeats 5] [--max-repeats 15]
+                                          [--runtimes docker,podman,charliecloud,pyxis,apptainer]
                                           [--image TAG] [--podman-image TAG] [--out DIR]
 
 Writes DIR/parity.json (every run's value), DIR/parity.png (hpcai.results' bars: one panel per
@@ -37,13 +41,14 @@ import argparse
 import os
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from _parity_images import podman_copy, sif, sqsh
+from _repeats import judge, note, still_open
 from _report import figure, not_run
 from hpcai.files import dumps
 from launch_overhead import default_image, hpcai_argv, squashfs
@@ -194,10 +199,63 @@ def plot(results: dict[str, dict[str, list[float]]], units: dict[str, str], path
         fig.savefig(path)
 
 
+def measure(sides: Sides, wl: list[Workload], runtimes: list[str], repeats: int, bound: int):
+    """Interleaved rounds until every comparison is decided or has run BOUND times (_repeats.py):
+    (each workload's values by side, the failures, each comparison's judgement)."""
+    results: dict[str, dict[str, list[float]]] = {w.label: {s: [] for s in ["host", *runtimes]} for w in wl}
+    errors: dict[tuple[str, str], str] = {}
+    judged = {}
+    start, done = time.monotonic(), 0
+    while todo := still_open({(w.label, r) for w in wl for r in runtimes} - set(errors), judged, done, repeats, bound):
+        for w in wl:  # interleaved: the host, then each runtime whose comparison is still open
+            for side in ["host", *(r for r in runtimes if (w.label, r) in todo)]:
+                if side == "host" and not any((w.label, r) in todo for r in runtimes):
+                    continue
+                try:
+                    results[w.label][side].append(value(w, sides.log(side, w)))
+                except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                    errors[(w.label, side)] = str(exc).splitlines()[0][:200]
+                    print(f"  {side} {w.label}: FAILED {exc}", file=sys.stderr)
+                    if side == "host":  # nothing to compare this workload's runtimes with
+                        errors.update({(w.label, r): errors[(w.label, side)] for r in runtimes})
+                        break
+        done += 1
+        judged = {(w.label, r): judge(results[w.label]["host"], results[w.label][r], TARGETS[w.better], w.better)
+                  for w in wl for r in runtimes if (w.label, r) not in errors}
+        print(f"round {done}: {sum(not j.decided for j in judged.values())} of {len(judged)} comparisons undecided "
+              f"({time.monotonic() - start:.0f} s)", flush=True)
+    return results, errors, judged
+
+
+def report(wl, runtimes, results, errors, judged, units, repeats: int, bound: int) -> None:
+    """The table, and one figure per runtime and workload: the ratio of means and its interval."""
+    print(f"\ncontainer parity: runtime / host, ratio of means [95 % interval], {repeats} to {bound} interleaved runs")
+    print(f"{'workload':<32} {'host':>10} " + " ".join(f"{r:>34}" for r in runtimes))
+    for w in wl:
+        host = results[w.label]["host"]
+        hm = sum(host) / len(host) if host else None
+        cells = []
+        for r in runtimes:
+            vals, j = results[w.label][r], judged.get((w.label, r))
+            name = f"parity: {r}/host, {w.label}"
+            if j and j.ratio is not None and j.interval:
+                m = sum(vals) / len(vals)
+                cells.append(f"{j.ratio:.3f}x [{j.interval[0]:.3f}, {j.interval[1]:.3f}] {j.status}")
+                figure(name, j.ratio, TARGETS[w.better], "x", w.better, interval=j.interval,
+                       note=note(j, r, m, hm, units[w.label], bound))
+            else:
+                why = errors.get((w.label, r)) or "no run"
+                cells.append("failed")
+                not_run(name, TARGETS[w.better], "x", w.better, why=why)
+        print(f"{w.label:<32} {hm if hm is not None else float('nan'):10.4g} " + " ".join(f"{c:>34}" for c in cells))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer workloads and repeats (3)")
-    ap.add_argument("--repeats", type=int, help="interleaved repeats (default 5, --quick 3)")
+    ap.add_argument("--repeats", type=int, help="interleaved repeats of every comparison (default 5, --quick 3)")
+    ap.add_argument("--max-repeats", type=int, help="the bound: an undecided comparison runs again until decided "
+                                                    "or this many times (default 15, --quick 6)")
     ap.add_argument("--runtimes", help="comma-separated (default: docker,podman,charliecloud, pyxis where "
                                        "srun has the plugin, apptainer where it is installed)")
     ap.add_argument("--image", help="pytorch-cpu docker tag (default: $HPCAI_PYTORCH_CPU_IMAGE, else the newest)")
@@ -205,6 +263,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "build" / "bench" / "container-parity")
     args = ap.parse_args()
     repeats = args.repeats or (3 if args.quick else 5)
+    bound = max(repeats, args.max_repeats or (6 if args.quick else 15))
     runtimes = [r for r in (args.runtimes or default_runtimes()).split(",") if r]
     wl = workloads(args.quick)
 
@@ -238,47 +297,13 @@ def main() -> int:
         images["apptainer"] = sif(image, env)
     sides = Sides(work, venv, images, env)
 
-    results: dict[str, dict[str, list[float]]] = {w.label: {s: [] for s in ["host", *runtimes]} for w in wl}
-    errors: dict[tuple[str, str], str] = {}
-    start = time.monotonic()
-    for rep in range(repeats):
-        for w in wl:
-            for side in ["host", *runtimes]:
-                if (w.label, side) in errors:
-                    continue
-                try:
-                    results[w.label][side].append(value(w, sides.log(side, w)))
-                except (RuntimeError, subprocess.TimeoutExpired) as exc:
-                    errors[(w.label, side)] = str(exc).splitlines()[0][:200]
-                    print(f"  {side} {w.label}: FAILED {exc}", file=sys.stderr)
-        print(f"repeat {rep + 1}/{repeats} done ({time.monotonic() - start:.0f} s)", flush=True)
-
+    results, errors, judged = measure(sides, wl, runtimes, repeats, bound)
     units = {w.label: "us" if w.better == "lower" else ("ex/s" if w.parser == "ddp-bench" else "MB/s") for w in wl}
-    print(f"\ncontainer parity: medians of {repeats} interleaved runs (container / host)")
-    print(f"{'workload':<32} {'host':>10} " + " ".join(f"{r:>22}" for r in runtimes))
-    for w in wl:
-        host = results[w.label]["host"]
-        hm = statistics.median(host) if host else None
-        cells = []
-        for r in runtimes:
-            vals = results[w.label][r]
-            name = f"parity: {r}/host, {w.label}"
-            if hm and vals:
-                m = statistics.median(vals)
-                ratio = m / hm
-                cells.append(f"{m:10.4g} ({ratio:5.3f}x)")
-                # the spread of each side, so a miss can be read against the run-to-run noise
-                figure(name, ratio, TARGETS[w.better], "x", w.better,
-                       note=f"{r} {m:.4g} ({min(vals):.4g}-{max(vals):.4g}) vs host {hm:.4g} "
-                            f"({min(host):.4g}-{max(host):.4g}) {units[w.label]}, medians of {len(vals)}")
-            else:
-                why = errors.get((w.label, r)) or errors.get((w.label, "host")) or "no run"
-                cells.append(f"{'failed':>22}")
-                not_run(name, TARGETS[w.better], "x", w.better, why=why)
-        print(f"{w.label:<32} {hm if hm is not None else float('nan'):10.4g} " + " ".join(f"{c:>22}" for c in cells))
+    report(wl, runtimes, results, errors, judged, units, repeats, bound)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "parity.json").write_text(dumps(  # valid JSON: a NaN measurement is null
-        {"repeats": repeats, "images": images, "results": results,
+        {"repeats": repeats, "bound": bound, "images": images, "results": results,
+         "judged": {f"{k[1]} {k[0]}": vars(v) for k, v in judged.items()},
          "errors": {f"{k[1]} {k[0]}": v for k, v in errors.items()}}, indent=2) + "\n")
     plot(results, units, args.out / "parity.png")
     print(f"written: {args.out / 'parity.json'}, {args.out / 'parity.png'}")
@@ -300,45 +325,6 @@ def side_options(side: str) -> list[str]:
     from hpcai.run.runtimes.apptainer import root_caps_missing
 
     return ["--userns"] if root_caps_missing() else []
-
-
-def sif(image: str, env: dict[str, str]) -> str:
-    """The docker image as a SIF made by `hpcai sif`, once per image Id (HPCAI_APPTAINER_CACHE)."""
-    from hpcai.image.sif import sif_name
-
-    cache = Path(os.environ.get("HPCAI_APPTAINER_CACHE", "/var/tmp/hpcai-sif"))
-    return converted(image, env, "sif", cache, lambda short_id: sif_name(f"bench-{image}-{short_id}"))
-
-
-def sqsh(image: str, env: dict[str, str]) -> str:
-    """The docker image as an enroot SquashFS for pyxis, made by `hpcai sqsh` once per image Id (in
-    the cache the pyxis tests use)."""
-    from hpcai.image.sqsh import sqsh_name
-
-    cache = Path(os.environ.get("HPCAI_SQSH_CACHE", "/var/tmp/hpcai-sqsh"))
-    return converted(image, env, "sqsh", cache, lambda short_id: sqsh_name(f"{image}-{short_id}"))
-
-
-def converted(image: str, env: dict[str, str], command: str, cache: Path, name) -> str:
-    """CACHE/name(short image Id), made by `hpcai COMMAND IMAGE -o …` unless it is there."""
-    image_id = run(["docker", "image", "inspect", "-f", "{{.Id}}", image], env).stdout.strip()
-    out = cache / name(image_id.removeprefix("sha256:")[:12])
-    if not out.is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        res = run([*hpcai_argv(), command, image, "-o", str(out)], env, timeout=1800)
-        if res.returncode:
-            raise SystemExit(f"container_parity: hpcai {command} {image} failed:\n{res.stderr[-1500:]}")
-    return str(out)
-
-
-def podman_copy(image: str, env: dict[str, str]) -> str:
-    """The docker image in podman's storage (copied once: podman pull docker-daemon:TAG)."""
-    name = "localhost/" + image if "/" in image and not image.startswith("localhost/") else image
-    if run(["podman", "image", "exists", name], env).returncode != 0:
-        res = run(["podman", "pull", "-q", f"docker-daemon:{image}"], env, timeout=1800)
-        if res.returncode or run(["podman", "tag", res.stdout.strip(), name], env).returncode:
-            raise SystemExit(f"container_parity: cannot copy {image} into podman:\n{res.stderr[-1500:]}")
-    return name
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run the benchmarks and print one table: figure, target, measured, ratio, PASS/FAIL/not run.
+"""Run the benchmarks and print one table: figure, target, measured, ratio, PASS/FAIL/undecided/not run.
 
 Each benchmark script records its figures through benchmarks/_report.py into one JSON-lines file
 (HPCAI_BENCH_OUT); this script runs them in turn (their own output passes through), then prints the
