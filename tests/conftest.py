@@ -53,7 +53,8 @@ NEVER_ON_CI = ("gpu",)  # Apptainer is installed by tests/infra/apptainer-up.sh 
 @pytest.fixture(autouse=True)
 def _engines(request):
     """Skip a test whose engine marker names an engine this machine lacks (a failure on CI)."""
-    for name in ("docker", "podman", "slurm", "charliecloud", "apptainer", "registry", "browser", "gpu"):
+    for name in ("docker", "podman", "slurm", "multicluster", "charliecloud", "apptainer", "registry", "browser",
+                 "gpu"):
         if request.node.get_closest_marker(name) is not None and not engine_available(name):
             pytest.skip(f"{name} not available on this machine (tests/infra/up.sh starts the engines)")
 

@@ -19,6 +19,23 @@ CLUSTER_MPI_ENV = ("OMPI_MCA_btl=tcp,self", "OMPI_MCA_mpi_yield_when_idle=1")
 CLUSTER_MPI_OPTIONS = [arg for env in CLUSTER_MPI_ENV for arg in ("--env", env)]
 
 
+# The two clusters of tests/infra/slurm-multi-up.sh, joined by one slurmdbd: a client names either
+# one's config, and reaches both through the database (-M).
+MULTI_CLUSTERS = ("alpha", "beta")
+
+
+def multi_env(cluster: str) -> dict[str, str]:
+    return {**os.environ, "SLURM_CONF": f"/etc/slurm-multi/{cluster}/slurm.conf"}
+
+
+def _up(env: dict[str, str]) -> bool:
+    try:
+        res = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=20, env=env, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return res.returncode == 0 and "UP" in res.stdout
+
+
 def _ok(argv: list[str], timeout: float = 20) -> bool:
     if not shutil.which(argv[0]):
         return False
@@ -36,6 +53,8 @@ def engine_available(name: str) -> bool:
         return _ok(["podman", "info"])
     if name == "slurm":
         return _ok(["sinfo", "-h", "-N"]) and _ok(["scontrol", "ping"])
+    if name == "multicluster":  # both clusters answer, each through its own config
+        return all(_up(multi_env(c)) for c in MULTI_CLUSTERS)
     if name == "charliecloud":
         return bool(shutil.which("ch-run") and shutil.which("ch-convert"))
     if name == "apptainer":

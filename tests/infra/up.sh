@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start every engine the test suite uses, installing what is missing (root + apt only): every
 # package of tests/infra/packages.txt, then Docker + a local Debian base, Podman (the same base
-# copied over), a registry (TLS, htpasswd) on loopback, Charliecloud, Apptainer, the Slurm test cluster nid[001-004] and enroot + pyxis in it. Each bring-up ends with a
+# copied over), a registry (TLS, htpasswd) on loopback, Charliecloud, Apptainer, the Slurm test cluster nid[001-004] and enroot + pyxis in it, two more clusters joined by slurmdbd. Each bring-up ends with a
 # self-check that runs something real on its engine and fails here, with the reason, rather than
 # later in a test.
 set -euo pipefail
@@ -19,6 +19,7 @@ bash "$here/registry-up.sh"  # a real registry on loopback: TLS from a CA made h
 bash "$here/charliecloud-up.sh"
 bash "$here/apptainer-up.sh"  # Debian sid's Apptainer from package archives (its self-check converts the Docker base)
 bash "$here/slurm-up.sh"
+bash "$here/slurm-multi-up.sh"  # two more clusters, alpha and beta, joined by slurmdbd over MariaDB (-M)
 bash "$here/enroot-pyxis-up.sh"  # enroot + pyxis into that cluster (needs it and Docker)
 bash "$here/jube-up.sh"  # JUBE 2.7.1 into the project venv (`make test` makes the venv first)
 echo "up: all engines up" >&2

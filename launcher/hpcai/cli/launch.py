@@ -104,7 +104,8 @@ def submit_cmd(words: list[str] | None, cmd: bool, repeat: int, no_submit: bool,
     check_repeat(repeat)
     if (wait or wait_timeout is not None) and no_submit:
         raise UsageError("--wait needs a submitted job; drop --no-submit")
-    opts = _options(list(words or []), cmd, table=SUBMIT, **plan_fields(plan))
+    opts = replace(_options(list(words or []), cmd, table=SUBMIT, **plan_fields(plan)),
+                   clusters=batch.check_clusters(str(plan.get("clusters") or "")))
     if repeat > 1:  # as launch --repeat: --output-dir holds the N records
         opts = replace(opts, output_dir=None, runs_root=opts.output_dir or opts.runs_root)
     jobs = []
@@ -114,7 +115,7 @@ def submit_cmd(words: list[str] | None, cmd: bool, repeat: int, no_submit: bool,
         emit(job_id or str(script))
         jobs.append((script, job_id))
     if wait or wait_timeout is not None:
-        raise typer.Exit(max(batch.wait_for(job_id, script.parent, wait_timeout) for script, job_id in jobs))
+        raise typer.Exit(max(batch.wait_for(job, script.parent, wait_timeout) for script, job in jobs))
 
 
 def _submit_one(batch, opts, submit: bool):

@@ -110,7 +110,7 @@ def show_cmd(runs: Optional[list[Path]] = typer.Argument(None, help=RUNS_HELP)) 
         table.add_column(col)
     for r in records:  # every field read from a record is shown as text (cell), never as markup
         head = r.result.headline if r.result else None
-        table.add_row(*map(cell, (r.path.name, r.payload, r.system, f"{r.nodes}×{r.ranks // max(r.nodes, 1)}",
+        table.add_row(*map(cell, (r.path.name, r.payload, r.shown_system, f"{r.nodes}×{r.ranks // max(r.nodes, 1)}",
                                   r.plan.get("image") or "-", head.name if head else "-",
                                   fmt(head.value) if head else "-", head.unit if head else "",
                                   r.shown_state if not r.error else f"{r.shown_state}: {r.error}")))

@@ -90,7 +90,7 @@ def _wait(runs: list[dict], folder: Path, timeout_s: float | None) -> None:
     err.print(f"sweep: waiting for {len(runs)} jobs in {folder} …", soft_wrap=True, markup=False)
     jobs.wait_for_jobs([r["job_id"] for r in runs], timeout_s)
     show_cmd([folder])
-    bad = [(r, jobs.final_state(Path(r["run_dir"]))) for r in runs]
+    bad = [(r, jobs.final_state(Path(r["run_dir"]), r["job_id"] or "")) for r in runs]
     bad = [(r, msg) for r, (state, msg) in bad if state != "completed"]
     for r, msg in bad:
         err.print(f"error: {r['nodes']} node(s), job {r['job_id']}: {msg}", soft_wrap=True, markup=False)

@@ -57,6 +57,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX runs_by_payload ON runs (payload, site, started)",
     ),
+    (  # 2: the Slurm cluster a job ran on (multi-cluster sites, `submit --clusters`); '' outside one
+        "ALTER TABLE runs ADD COLUMN cluster TEXT NOT NULL DEFAULT ''",
+    ),
 )
 VERSION = len(MIGRATIONS)
 
@@ -132,7 +135,7 @@ def _row(rec, mtime_ns: int) -> dict[str, Any]:
     return {
         "run_dir": os.path.realpath(rec.path), "name": rec.path.name, "payload": rec.payload,
         "site": str(plan.get("site") or "local"), "partition": str(plan.get("partition") or ""),
-        "state": rec.state, "started": str(status.get("started") or ""), "ended": str(status.get("ended") or ""),
+        "cluster": str(plan.get("cluster") or ""), "state": rec.state, "started": str(status.get("started") or ""), "ended": str(status.get("ended") or ""),
         "nodes": rec.nodes, "ranks": rec.ranks, "runtime": str(plan.get("runtime") or ""),
         "backend": str(plan.get("backend") or ""), "image": str(plan.get("image") or ""),
         "image_digest": str(plan.get("image_digest") or ""), "labels": json.dumps(labels, sort_keys=True),
@@ -232,9 +235,9 @@ def point_of(rec) -> Point:
 
 
 QUERY_PREFIX = "history:"
-QUERY_KEYS = {"site": "site = ?", "image": "image_digest LIKE ? || '%'", "since": "started >= ?",
-              "until": "started < ?", "state": "state = ?"}
-QUERY_SHAPE = "history:PAYLOAD[,site=S][,image=DIGEST-PREFIX][,since=DATE][,until=DATE][,state=S]"
+QUERY_KEYS = {"site": "site = ?", "cluster": "cluster = ?", "image": "image_digest LIKE ? || '%'",
+              "since": "started >= ?", "until": "started < ?", "state": "state = ?"}
+QUERY_SHAPE = "history:PAYLOAD[,site=S][,cluster=C][,image=DIGEST-PREFIX][,since=DATE][,until=DATE][,state=S]"
 
 
 def query_dirs(db: sqlite3.Connection, spec: str) -> list[Path]:

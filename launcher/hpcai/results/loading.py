@@ -24,7 +24,7 @@ class CorruptRecord(UsageError):
 
 
 _COUNTS = ("nodes", "ntasks_per_node", "gpus_per_node", "cpus_per_task")
-_TEXTS = ("payload", "site", "partition", "image", "job_id")
+_TEXTS = ("payload", "site", "cluster", "partition", "image", "job_id")
 
 
 def _read(path: Path, kind: type) -> Any:

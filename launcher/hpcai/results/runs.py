@@ -66,6 +66,12 @@ class RunRecord:
         return f"{site}:{part}"
 
     @property
+    def shown_system(self) -> str:
+        """site:partition, and the Slurm cluster the job ran on where the site has several."""
+        cluster = self.plan.get("cluster")
+        return f"{self.system} on {cluster}" if cluster else self.system
+
+    @property
     def succeeded(self) -> bool:
         return self.state == "completed" and self.result is not None and not self.error
 

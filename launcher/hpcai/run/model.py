@@ -103,6 +103,7 @@ class LaunchOptions:
     stage: bool = False                   # --stage: by digest into the site cache and node-local storage first
     staged_from: str = ""                 # set by staging: the site copy, read here for labels (the
                                           # node-local `image` need not exist on this host)
+    clusters: str = ""                    # submit --clusters: sbatch's -M list (checked by submit.check_clusters)
 
 
 @dataclass
@@ -124,6 +125,7 @@ class LaunchPlan:
     container_names: list[str] = field(default_factory=list)
     run_dir: str = ""
     job_id: str | None = None
+    cluster: str | None = None            # Slurm's SLURM_CLUSTER_NAME inside a job (multi-cluster sites)
     master_addr: str | None = None        # None: computed per step by the rank shim
     master_port: int | None = None
     energy: bool = False
@@ -169,7 +171,7 @@ class LaunchPlan:
             "gpus_per_node": g.gpus_per_node, "cpus_per_task": g.cpus_per_task,
             "per_gpu": g.per_gpu, "mpi": g.mpi, "partition": g.partition, "account": g.account,
             "time": g.time, "in_allocation": g.in_allocation, "geometry": asdict(g),
-            "job_id": self.job_id, "master_addr": self.master_addr,
+            "job_id": self.job_id, "cluster": self.cluster, "master_addr": self.master_addr,
             "master_port": self.master_port, "energy": self.energy,
             "image_labels": self.image_labels, "run_dir": self.run_dir, "warnings": self.warnings,
             **({"staged_from": self.staged_from} if self.staged_from else {}),

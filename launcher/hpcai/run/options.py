@@ -90,6 +90,10 @@ WAIT_TIMEOUT = Opt("wait_timeout", ("--wait-timeout",), "float", "Give up waitin
 
 LAUNCH = (*PLAN, CMD, REPEAT, DRY_RUN, AS_JSON)
 SUBMIT = (*PLAN, CMD, REPEAT, Opt("no_submit", ("--no-submit",), "flag", "Write the script, do not call sbatch."),
+          Opt("clusters", ("--clusters", "-M"), help="Slurm cluster(s) of a multi-cluster site, comma-separated "
+                                                     "(sbatch -M): Slurm starts the job on the one that can start it "
+                                                     "first; --wait follows it there, the record names it.",
+              default="", envvar="HPCAI_CLUSTERS"),
           WAIT, WAIT_TIMEOUT)
 # A sweep's points differ in node count and variables; each gets its own record under the sweep
 # folder. Its image may wait: `--dry-run` lists the points without one.

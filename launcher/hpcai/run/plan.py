@@ -104,6 +104,7 @@ def plan_launch(opts: LaunchOptions, host: Host | None = None, check: bool = Tru
                       profiles=list(opts.profiles), payload_values=call.values,
                       geometry=geom, binds=swap.binds, container_env=swap.env, argv=[],
                       run_dir=str(run_dir), job_id=job_id, energy=opts.energy, warnings=warnings,
+                      cluster=env_now.get("SLURM_CLUSTER_NAME") if job_id else None,
                       image_labels=labels, done_file=_done_file(opts.done_file), staged_from=opts.staged_from,
                       # once on this host, before srun starts the ranks (sarus pull)
                       prepare=runtime.prepare(opts.image) if backend.slurm else [])

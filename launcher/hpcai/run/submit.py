@@ -11,6 +11,7 @@ line and handed to sbatch in its environment, like secret `--env` values.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -53,6 +54,8 @@ def sbatch_script(plan, opts, python: str) -> str:
             lines.append(f"#SBATCH --{key}={line_value('--' + key, value)}")
     lines.append(f"#SBATCH --output={run_dir}/slurm-%j.out")
     lines += [f"#SBATCH {line_value('sbatch_options entry', o)}" for o in _site_sbatch(plan)]
+    if opts.clusters:  # after the site's options: sbatch takes the last -M, so the user's wins
+        lines.append(f"#SBATCH --clusters={line_value('--clusters', check_clusters(opts.clusters))}")
     lines += ["#", f"# The step as planned at submission (site {line_value('site', plan.site)}):"]
     lines += ["#   " + ln for ln in plan.display().splitlines()]
     argv = _job_argv(python, opts)
@@ -103,10 +106,26 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
                          env={**os.environ, **secrets}, check=False)
     if res.returncode != 0:
         raise HpcaiError(f"sbatch failed: {res.stderr.strip() or res.stdout.strip()}")
-    job_id = res.stdout.strip().split(";")[0]
-    # the record's own name: a link planted there is replaced, never written through
+    job = res.stdout.strip()  # "ID", or "ID;CLUSTER" where the site has several clusters (-M)
+    job_id, _, cluster = job.partition(";")
+    # the record's own names: a link planted there is replaced, never written through
     files.write_atomic(run_dir / "job_id", job_id + "\n", record.PRIVATE_FILE, over_link=True)
-    return script, job_id
+    if cluster:
+        files.write_atomic(run_dir / "cluster", cluster + "\n", record.PRIVATE_FILE, over_link=True)
+    return script, job
+
+
+CLUSTER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def check_clusters(text: str) -> str:
+    """A --clusters value as sbatch takes it: cluster names, comma-separated, or `all`."""
+    names = [n.strip() for n in text.split(",")] if text.strip() else []
+    for name in names:
+        if not CLUSTER.fullmatch(name):
+            raise UsageError(f"--clusters: {one_line('cluster', name)!r} is not a cluster name (letters, digits, "
+                             "'_', '.', '-'); give them comma-separated, e.g. --clusters alpha,beta, or all")
+    return ",".join(names)
 
 
 def plan_record(opts, check: bool):
@@ -143,14 +162,15 @@ def write_once(script: Path, text: str) -> None:
                          "a run never shares a record: choose another --output-dir") from None
 
 
-def wait_for(job_id: str, run_dir, timeout_s: float | None) -> int:
-    """Wait for one submitted job; report how it ended; its exit code (0, 1, or 130 cancelled)."""
+def wait_for(job: str, run_dir, timeout_s: float | None) -> int:
+    """Wait for one submitted job (ID or ID;CLUSTER); report how it ended; its exit code (0, 1, or
+    130 cancelled)."""
     from hpcai.run import jobs
 
-    say(f"waiting for job {job_id} …")
-    jobs.wait_for_jobs([job_id], timeout_s)
-    state, message = jobs.final_state(run_dir)
-    say(f"job {job_id}: {message}\nrun record: {run_dir}")
+    say(f"waiting for job {jobs.shown(job)} …")
+    jobs.wait_for_jobs([job], timeout_s)
+    state, message = jobs.final_state(run_dir, job)
+    say(f"job {jobs.shown(job)}: {message}\nrun record: {run_dir}")
     return {"completed": 0, "cancelled": 130}.get(state, 1)
 
 

@@ -77,7 +77,8 @@ def build_with(data: Path, cxx: str) -> str | None:
     called = subprocess.run([sys.executable, "-c", CHECK], cwd=data, capture_output=True, text=True, check=False,
                             timeout=300)
     if called.returncode != 0:
-        return f"its helper {describe(called.returncode)} on a test call: {tail(called.stderr)}"
+        said = tail(called.stderr)
+        return f"its helper {describe(called.returncode)} on a test call" + (f": {said}" if said else "")
     return None
 
 

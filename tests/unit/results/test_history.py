@@ -105,22 +105,25 @@ def test_a_newer_schema_is_refused_and_left_as_it_is(tmp_path):
     raw = sqlite3.connect(path)
     raw.execute(f"PRAGMA user_version = {history.VERSION + 1}")
     raw.close()
-    with pytest.raises(HpcaiError, match=r"a history database of a newer hpcai \(schema 2"):
+    with pytest.raises(HpcaiError, match=rf"a history database of a newer hpcai \(schema {history.VERSION + 1}"):
         history.connect(path)
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == history.VERSION + 1
 
 
 def test_an_older_schema_is_migrated_in_place(tmp_path, monkeypatch):
-    """A database made at schema 1 by an older hpcai gains a later migration's column, its rows kept."""
+    """A database an hpcai of schema 1 made (no cluster column) gains it on first use, its rows kept."""
     path = tmp_path / "h.sqlite"
+    with monkeypatch.context() as old:
+        old.setattr(history, "MIGRATIONS", history.MIGRATIONS[:1])
+        old.setattr(history, "VERSION", 1)
+        row = history._row
+        old.setattr(history, "_row", lambda rec, mtime: {k: v for k, v in row(rec, mtime).items() if k != "cluster"})
+        db = history.connect(path)
+        history.index([runs(tmp_path / "runs")], db)
+        db.close()
     db = history.connect(path)
-    history.index([runs(tmp_path / "runs")], db)
-    db.close()
-    monkeypatch.setattr(history, "MIGRATIONS", (*history.MIGRATIONS, ("ALTER TABLE runs ADD COLUMN cluster TEXT",)))
-    monkeypatch.setattr(history, "VERSION", history.VERSION + 1)
-    db = history.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
-    assert db.execute("SELECT COUNT(*), COUNT(cluster) FROM runs").fetchone() == (3, 0)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == history.VERSION == 2
+    assert db.execute("SELECT COUNT(*), COUNT(cluster), MAX(cluster) FROM runs").fetchone() == (3, 3, "")
 
 
 def test_a_database_it_cannot_open_never_stops_a_launch(tmp_path, monkeypatch):
@@ -187,6 +190,6 @@ def test_a_bad_history_query_is_one_line(tmp_path):
     env = {"HPCAI_RESULTS_DB": str(tmp_path / "h.sqlite")}
     res = hpcai("results", "show", "history:osu,colour=red", env=env)
     assert res.returncode == 2 and res.stderr.startswith("error: query 'history:osu,colour=red': 'colour=red' is not "
-                                                         "one of site=…, image=…"), res.stderr
+                                                         "one of site=…, cluster=…, image=…"), res.stderr
     res = hpcai("results", "show", "history:osu", env=env)
     assert res.returncode == 2 and "no run records in the history" in res.stderr
