@@ -16,6 +16,7 @@ stop() {  # stop PIDFILE: TERM, KILL after 10 s
   fi
   rm -f "$1"
 }
+stop "$RUN/rest/slurmrestd.pid"
 for c in alpha beta; do
   for f in "$RUN/$c"/slurmd-*.pid; do [ -e "$f" ] && stop "$f"; done
   stop "$RUN/$c/slurmctld.pid"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start two more Slurm clusters on this machine, alpha and beta, joined through one slurmdbd over
 # a MariaDB of its own, so `sbatch/squeue/sacct -M` route between them as on a multi-cluster
-# site (issue 31). Each cluster has its own slurmctld (loopback port), two `slurmd -N` nodes,
+# site (issue 31), and slurmrestd in front of alpha (auth/jwt, http://127.0.0.1:6820). Each cluster has its own slurmctld (loopback port), two `slurmd -N` nodes,
 # config, state and logs; the main test cluster (slurm-up.sh) is not touched. Clients name a
 # cluster's config with SLURM_CONF=/etc/slurm-multi/CLUSTER/slurm.conf; either one reaches both
 # clusters through the database. Idempotent: what answers is left alone; a changed config restarts.
@@ -17,6 +17,7 @@ ETC=/etc/slurm-multi
 CLUSTERS=(alpha beta)
 declare -A CTLD_PORT=([alpha]=6837 [beta]=6847) FIRST_NODE_PORT=([alpha]=17201 [beta]=17301) PREFIX=([alpha]=a [beta]=b)
 DBD_PORT=6829
+REST_PORT=6820
 DB_PORT=3307
 CPUS=${HPCAI_SLURM_CPUS:-4}
 
@@ -55,6 +56,8 @@ fi
 # slurmdbd's own password, made once, readable by root alone
 [ -s "$STATE/db-password" ] || (umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$STATE/db-password")
 pass=$(cat "$STATE/db-password")
+# the key slurmctld signs and checks JSON Web Tokens with (scontrol token; slurmrestd forwards them)
+[ -s "$STATE/jwt_hs256.key" ] || (umask 077; head -c 32 /dev/urandom >"$STATE/jwt_hs256.key")
 mariadb --socket="$sock" -u root <<SQL || fail "cannot create slurmdbd's database user"
 CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '$pass';
 ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$pass';
@@ -74,7 +77,8 @@ render() {  # render TEMPLATE CLUSTER
   fi
   text=$(sed -e "s|@CLUSTER@|$2|g" -e "s|@HOST@|$host|g" -e "s|@CTLD_PORT@|${CTLD_PORT[$2]:-0}|g" \
     -e "s|@STATE@|$STATE/$2|g" -e "s|@RUN@|$RUN/$2|g" -e "s|@LOGS@|$LOGS/$2|g" -e "s|@CPUS@|$CPUS|g" \
-    -e "s|@DBD_PORT@|$DBD_PORT|g" -e "s|@DB_PORT@|$DB_PORT|g" -e "s|@DB_PASS@|$pass|g" "$1")
+    -e "s|@DBD_PORT@|$DBD_PORT|g" -e "s|@DB_PORT@|$DB_PORT|g" -e "s|@DB_PASS@|$pass|g" \
+    -e "s|@JWT_KEY@|$STATE/jwt_hs256.key|g" "$1")
   printf '%s\n' "${text/@NODES@/${nodes_block%$'\n'}}"
 }
 changed=0
@@ -137,4 +141,23 @@ done
 job=$(sbatch --parsable --clusters=beta --output=/dev/null --wrap 'sleep 2') || fail "sbatch --clusters=beta failed"
 [ "${job#*;}" = beta ] || fail "sbatch --parsable --clusters=beta answered '$job' (no ';beta')"
 squeue -M beta --noheader --format=%i | grep -qx "${job%;*}" || fail "squeue -M beta does not list job ${job%;*}"
-log "clusters up: alpha ($(nodes alpha)) and beta ($(nodes beta)), one slurmdbd; SLURM_CONF=$ETC/CLUSTER/slurm.conf"
+# --- slurmrestd in front of alpha, JWT only, on loopback (`hpcai submit --rest`) -----------------
+# It runs as nobody (it refuses root and SlurmUser) with SLURM_JWT=daemon: without it, it refuses
+# every token ("Rejecting thread config token"). A token: `scontrol token` (SLURM_JWT=...).
+if ! alive "$RUN/rest/slurmrestd.pid"; then
+  mkdir -p "$RUN/rest" "$LOGS/rest"
+  log "starting slurmrestd on http://127.0.0.1:$REST_PORT (rest_auth/jwt, alpha)"
+  SLURM_JWT=daemon setsid slurmrestd -a rest_auth/jwt -s openapi/v0.0.38 -u "$(id -u nobody)" -g "$(id -g nobody)" \
+    "127.0.0.1:$REST_PORT" </dev/null >>"$LOGS/rest/slurmrestd.log" 2>&1 &
+  echo $! >"$RUN/rest/slurmrestd.pid"
+fi
+token=$(scontrol token lifespan=60 | sed -n 's/^SLURM_JWT=//p')
+[ -n "$token" ] || fail "scontrol token gave no token (is auth/jwt loaded in slurmctld?)"
+for _ in $(seq 1 40); do
+  code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-SLURM-USER-NAME: root" -H "X-SLURM-USER-TOKEN: $token" \
+    "http://127.0.0.1:$REST_PORT/slurm/v0.0.38/ping" || true)
+  [ "$code" = 200 ] && break
+  sleep 0.5
+done
+[ "$code" = 200 ] || fail "slurmrestd does not answer a ping with a token (HTTP $code; see $LOGS/rest/slurmrestd.log)"
+log "clusters up: alpha ($(nodes alpha)) and beta ($(nodes beta)), one slurmdbd, slurmrestd on 127.0.0.1:$REST_PORT; SLURM_CONF=$ETC/CLUSTER/slurm.conf"

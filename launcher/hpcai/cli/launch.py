@@ -104,8 +104,11 @@ def submit_cmd(words: list[str] | None, cmd: bool, repeat: int, no_submit: bool,
     check_repeat(repeat)
     if (wait or wait_timeout is not None) and no_submit:
         raise UsageError("--wait needs a submitted job; drop --no-submit")
+    from hpcai.run.rest import check_url
+
+    rest = plan.get("rest") or ""
     opts = replace(_options(list(words or []), cmd, table=SUBMIT, **plan_fields(plan)),
-                   clusters=batch.check_clusters(str(plan.get("clusters") or "")))
+                   clusters=batch.check_clusters(str(plan.get("clusters") or "")), rest=rest and check_url(rest))
     if repeat > 1:  # as launch --repeat: --output-dir holds the N records
         opts = replace(opts, output_dir=None, runs_root=opts.output_dir or opts.runs_root)
     jobs = []
@@ -115,7 +118,7 @@ def submit_cmd(words: list[str] | None, cmd: bool, repeat: int, no_submit: bool,
         emit(job_id or str(script))
         jobs.append((script, job_id))
     if wait or wait_timeout is not None:
-        raise typer.Exit(max(batch.wait_for(job, script.parent, wait_timeout) for script, job in jobs))
+        raise typer.Exit(max(batch.wait_for(job, script.parent, wait_timeout, opts.rest) for script, job in jobs))
 
 
 def _submit_one(batch, opts, submit: bool):

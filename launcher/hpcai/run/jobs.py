@@ -82,10 +82,10 @@ def accounted_state(job: str) -> str:
     return states[0] if states else ""
 
 
-def final_state(run_dir: Path, job: str = "") -> tuple[str, str]:
+def final_state(run_dir: Path, job: str = "", said: str | None = None) -> tuple[str, str]:
     """(state, message) from a run record; a job killed before its launch finished (time limit,
     node failure) leaves no final status, which is said with where its batch log is, and with what
-    Slurm's accounting says of JOB where it has any."""
+    Slurm says of JOB: SAID (slurmrestd's last state), else its accounting where it has any."""
     try:
         status = json.loads((run_dir / record.STATUS).read_text())
     except (OSError, ValueError):
@@ -93,7 +93,7 @@ def final_state(run_dir: Path, job: str = "") -> tuple[str, str]:
     state = status.get("state") or "unknown"
     if state in ("running", "unknown"):
         logs = ", ".join(str(p) for p in sorted(run_dir.glob("slurm-*.out"))) or str(run_dir)
-        said = accounted_state(job) if job else ""
+        said = (accounted_state(job) if job else "") if said is None else said
         why = f"Slurm's accounting says {said}" if said else "time limit or node failure?"
         return "ended", f"the job ended without a final status ({why}); see {logs}"
     return state, status.get("message") or state

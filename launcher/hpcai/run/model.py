@@ -104,6 +104,7 @@ class LaunchOptions:
     staged_from: str = ""                 # set by staging: the site copy, read here for labels (the
                                           # node-local `image` need not exist on this host)
     clusters: str = ""                    # submit --clusters: sbatch's -M list (checked by submit.check_clusters)
+    rest: str = ""                        # submit --rest: slurmrestd's address (rest.check_url); else sbatch
 
 
 @dataclass

@@ -94,6 +94,9 @@ SUBMIT = (*PLAN, CMD, REPEAT, Opt("no_submit", ("--no-submit",), "flag", "Write 
                                                      "(sbatch -M): Slurm starts the job on the one that can start it "
                                                      "first; --wait follows it there, the record names it.",
               default="", envvar="HPCAI_CLUSTERS"),
+          Opt("rest", ("--rest",), help="Submit through slurmrestd at URL (http(s)://HOST:PORT, REST API v0.0.38, "
+                                        "auth/jwt) instead of sbatch; the token comes from SLURM_JWT, never the "
+                                        "command line.", default="", envvar="HPCAI_SLURMRESTD"),
           WAIT, WAIT_TIMEOUT)
 # A sweep's points differ in node count and variables; each gets its own record under the sweep
 # folder. Its image may wait: `--dry-run` lists the points without one.

@@ -102,11 +102,17 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
             say(f"note: the script copies {', '.join(sorted(secrets))} from the environment it is submitted "
                 f"from (values are never written into it): export them before `sbatch {script}`")
         return script, None
-    res = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True,
-                         env={**os.environ, **secrets}, check=False)
-    if res.returncode != 0:
-        raise HpcaiError(f"sbatch failed: {res.stderr.strip() or res.stdout.strip()}")
-    job = res.stdout.strip()  # "ID", or "ID;CLUSTER" where the site has several clusters (-M)
+    if opts.rest:  # slurmrestd: the same script, the options as a job description, the token in a header
+        from hpcai.run import rest
+
+        job = rest.submit(opts.rest, text, rest.job_description(plan, opts, _site_sbatch(plan), secrets))
+        rest.record_job(run_dir, opts.rest)
+    else:
+        res = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True,
+                             env={**os.environ, **secrets}, check=False)
+        if res.returncode != 0:
+            raise HpcaiError(f"sbatch failed: {res.stderr.strip() or res.stdout.strip()}")
+        job = res.stdout.strip()  # "ID", or "ID;CLUSTER" where the site has several clusters (-M)
     job_id, _, cluster = job.partition(";")
     # the record's own names: a link planted there is replaced, never written through
     files.write_atomic(run_dir / "job_id", job_id + "\n", record.PRIVATE_FILE, over_link=True)
@@ -141,6 +147,12 @@ def plan_record(opts, check: bool):
         plan = plan_launch(opts, check=check)
         _check_slurm(plan)  # what can be refused is refused before a script is written
         sbatch_script(plan, replace(opts, output_dir=plan.run_dir), sys.executable)
+        if opts.rest:  # what slurmrestd cannot carry, and a missing token, before anything is written
+            from hpcai.run import rest
+
+            rest.job_description(plan, opts, _site_sbatch(plan), {})
+            if check:
+                rest.token()
         if opts.output_dir or record.claim_name(Path(plan.run_dir)):
             return plan
 
@@ -162,14 +174,19 @@ def write_once(script: Path, text: str) -> None:
                          "a run never shares a record: choose another --output-dir") from None
 
 
-def wait_for(job: str, run_dir, timeout_s: float | None) -> int:
-    """Wait for one submitted job (ID or ID;CLUSTER); report how it ended; its exit code (0, 1, or
-    130 cancelled)."""
+def wait_for(job: str, run_dir, timeout_s: float | None, rest_url: str = "") -> int:
+    """Wait for one submitted job (ID or ID;CLUSTER; through slurmrestd at REST_URL when given);
+    report how it ended; its exit code (0, 1, or 130 cancelled)."""
     from hpcai.run import jobs
 
     say(f"waiting for job {jobs.shown(job)} …")
-    jobs.wait_for_jobs([job], timeout_s)
-    state, message = jobs.final_state(run_dir, job)
+    if rest_url:
+        from hpcai.run import rest
+
+        state, message = jobs.final_state(run_dir, job, rest.wait(rest_url, job, timeout_s))
+    else:
+        jobs.wait_for_jobs([job], timeout_s)
+        state, message = jobs.final_state(run_dir, job)
     say(f"job {jobs.shown(job)}: {message}\nrun record: {run_dir}")
     return {"completed": 0, "cancelled": 130}.get(state, 1)
 
