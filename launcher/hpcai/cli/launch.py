@@ -135,7 +135,7 @@ def _submit_one(batch, opts, submit: bool):
         plan = batch.plan_record(opts, check=submit)  # gives its claim back when it refuses
         return batch.submit_plan(plan, opts, submit=submit)
     except BaseException:
-        if not given and (plan is None or not (Path(plan.run_dir) / batch.SCRIPT).exists()):
+        if not given and (plan is None or not batch.script_path(plan).exists()):
             if plan is not None:
                 record.abandon(Path(plan.run_dir))
             for folder in made:  # the runs folder this submit made, while it is still empty

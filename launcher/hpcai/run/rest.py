@@ -17,7 +17,6 @@ from __future__ import annotations
 import getpass
 import json
 import os
-import re
 import time
 import urllib.error
 import urllib.parse
@@ -26,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from hpcai.errors import HpcaiError, UsageError, one_line
+from hpcai.run.timelimits import minutes
 
 API = "v0.0.38"
 TOKEN_ENV = "SLURM_JWT"
 POLL_S = 2.0
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
          "DEADLINE"}
-TIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
 
 
 def check_url(url: str) -> str:
@@ -52,21 +51,6 @@ def token() -> str:
         raise UsageError(f"--rest needs a token in {TOKEN_ENV} (`export $(scontrol token)` where Slurm runs); "
                          "hpcai never takes it on the command line")
     return value
-
-
-def minutes(limit: str) -> int:
-    """A Slurm time limit (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in whole minutes, rounded up."""
-    m = TIME.fullmatch(limit.strip())
-    if not m:
-        raise UsageError(f"--time {limit!r}: not a time Slurm takes (minutes, HH:MM:SS, D-HH[:MM[:SS]])")
-    days, first, second, third = (int(x) if x else 0 for x in m.groups())
-    if m.group(1):  # D-H[:M[:S]]
-        seconds = ((days * 24 + first) * 60 + second) * 60 + third
-    elif m.group(4):  # H:M:S
-        seconds = (first * 60 + second) * 60 + third
-    else:  # M or M:S
-        seconds = first * 60 + second
-    return max(1, -(-seconds // 60))
 
 
 def job_description(plan, opts, site_sbatch: tuple[str, ...], secrets: dict[str, str]) -> dict[str, Any]:

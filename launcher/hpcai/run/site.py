@@ -70,6 +70,8 @@ class SiteProfile:
     cpu_bind: str = ""                  # srun --cpu-bind (mpiexec: --cpu-bind)
     srun_options: tuple[str, ...] = ()  # extra srun tokens, verbatim
     sbatch_options: tuple[str, ...] = ()  # extra `#SBATCH` options for `hpcai submit`
+    pbs_resources: str = ""             # PBS Pro: added to each `select` chunk, e.g. "system=polaris"
+    pbs_options: tuple[str, ...] = ()   # PBS Pro: extra `#PBS` lines for `hpcai submit`, e.g. "-l filesystems=home"
     libfabric: str = ""                 # glob of the host libfabric dir ("" = no fabric swap)
     libfabric_dest: str = "/host/lib"
     fabric_profile: str = ""            # "slingshot": entrypoints/hooks.d/slingshot-env.sh, under [env]
@@ -123,6 +125,11 @@ _SHAPES: dict[str, Shape] = {
     "pass_env": Shape(re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?").fullmatch, "a variable name, optionally ending in *",
                       r"^[A-Za-z_][A-Za-z0-9_]*\*?$"),
     "master_addr_suffix": Shape(re.compile(r"[A-Za-z0-9.-]*").fullmatch, "host name characters", r"^[A-Za-z0-9.-]*$"),
+    "pbs_resources": Shape(re.compile(r"([A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.+-]+(:[A-Za-z_][A-Za-z0-9_]*="
+                                      r"[A-Za-z0-9_.+-]+)*)?").fullmatch, "NAME=VALUE[:NAME=VALUE…]",
+                           r"^([A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.+-]+(:[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.+-]+)*)?$"),
+    "pbs_options": Shape(lambda v: v.startswith("-") and not has_control(v), "a qsub option such as "
+                         "'-l filesystems=home:eagle', on one line", r"^-[^\x00-\x1f\x7f-\x9f]*$"),
 }
 # Numbers: one bound each, which the launch options' checks read too (run/scheduler.py).
 GPUS_PER_NODE_MAX = 64
@@ -148,6 +155,13 @@ def _owned_rule(owned: dict[str, str]):
         why = owned_option(one, owned)
         return f"{why}; {key} is for options hpcai has no setting for" if why else None
     return rule
+
+
+def _pbs_rule(key: str, one: str) -> str | None:
+    from hpcai.run.pbs import owned
+
+    why = owned(one)
+    return f"{why}; {key} is for options hpcai has no setting for" if why else None
 
 
 _SWAP_KEYS = {f.name for f in fields(MpiSwap)}
@@ -190,7 +204,7 @@ def _key(f) -> Key:
         return Key(f.name, None, parse=_mpi_swap, json=_MPI_SWAP_JSON)
     return Key(f.name, _default(f), choices=_CHOICES.get(f.name, ()), low=low, high=high, range_text=said,
                shape=_SHAPES.get(f.name), multiline=f.name in _MULTILINE,
-               rule=_owned_rule(_OWNED[f.name]) if f.name in _OWNED else None)
+               rule=_owned_rule(_OWNED[f.name]) if f.name in _OWNED else _pbs_rule if f.name == "pbs_options" else None)
 
 
 # A site file's keys: SiteProfile's fields (their defaults are the types), with the rules above.

@@ -1,4 +1,5 @@
-"""Batch submission: the pure sbatch writer, submitting a plan, and waiting for the job.
+"""Batch submission: the pure sbatch writer (PBS Pro's in run/pbs.py), submitting a plan, and
+waiting for the job.
 
 `hpcai submit` and `hpcai sweep --submit` write `<record>/submit.sbatch`: `#SBATCH` lines from
 the plan, then `exec hpcai launch …` with the same options, so inside the allocation the launch
@@ -26,6 +27,7 @@ from hpcai.redact import redact_argv, secret_items
 
 
 SCRIPT = "submit.sbatch"
+PBS_SCRIPT = "submit.pbs"
 
 
 def line_value(what: str, value: object) -> str:
@@ -58,11 +60,29 @@ def sbatch_script(plan, opts, python: str) -> str:
         lines.append(f"#SBATCH --clusters={line_value('--clusters', check_clusters(opts.clusters))}")
     lines += ["#", f"# The step as planned at submission (site {line_value('site', plan.site)}):"]
     lines += ["#   " + ln for ln in plan.display().splitlines()]
-    argv = _job_argv(python, opts)
-    hidden = secret_args(argv)  # e.g. `--cmd -- tool --password V`: V is read from the job's environment
-    lines += ["set -eu", " ".join(f'"${{{hidden[i][0]}}}"' if i in hidden else shlex.quote(tok)
-                                  for i, tok in enumerate(argv))]
+    lines += ["set -eu", exec_line(_job_argv(python, opts))]
     return "\n".join(lines) + "\n"
+
+
+def exec_line(argv: list[str]) -> str:
+    """The job's `exec hpcai launch …` line: each word quoted, or read from the job's environment
+    when it is secret (`--cmd -- tool --password V`: V comes from HPCAI_SECRET_ARG_n)."""
+    hidden = secret_args(argv)
+    return " ".join(f'"${{{hidden[i][0]}}}"' if i in hidden else shlex.quote(tok) for i, tok in enumerate(argv))
+
+
+def batch_script(plan, opts, python: str) -> str:
+    """The job script for the plan's scheduler: sbatch's (above), or PBS Pro's (run/pbs.py)."""
+    if plan.backend.batch == "pbs":
+        from hpcai.run import pbs
+        from hpcai.run.site import load_site
+
+        return pbs.script(plan, load_site(plan.site), exec_line(_job_argv(python, opts)), line_value)
+    return sbatch_script(plan, opts, python)
+
+
+def script_path(plan) -> Path:
+    return Path(plan.run_dir) / (PBS_SCRIPT if plan.backend.batch == "pbs" else SCRIPT)
 
 
 def secret_args(argv: list[str]) -> dict[int, tuple[str, str]]:
@@ -79,30 +99,36 @@ def _job_argv(python: str, opts) -> list[str]:
 
 
 def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
-    """Write <run_dir>/submit.sbatch and, if submit, hand it to sbatch; returns (script, job id or None).
+    """Write <run_dir>/submit.sbatch (submit.pbs on a PBS site) and, if submit, hand it to sbatch,
+    slurmrestd or qsub; returns (script, job id or None).
 
-    Shared by `hpcai submit` and `hpcai sweep --submit`. Secret --env values go to sbatch's own
-    environment (the job inherits it), never into the script.
+    Shared by `hpcai submit` and `hpcai sweep --submit`. Secret --env values go to the submitting
+    command's own environment (the job inherits it), never into the script.
     """
     from hpcai.run.environment import parse_env
 
-    _check_slurm(plan)
+    _check_batch(plan, opts)
     run_dir = Path(plan.run_dir)
     opts.output_dir = str(run_dir)
     opts.done_file = plan.done_file  # absolute, as the plan checked it
-    text = sbatch_script(plan, opts, sys.executable)  # refused values leave no folder behind
+    text = batch_script(plan, opts, sys.executable)  # refused values leave no folder behind
     run_dir.mkdir(parents=True, exist_ok=True, mode=record.PRIVATE_DIR)
-    script = run_dir / SCRIPT
+    script = script_path(plan)
     write_once(script, text)
-    say(f"sbatch script: {script}")
+    command = "qsub" if plan.backend.batch == "pbs" else "sbatch"
+    say(f"{command} script: {script}")
     secrets = secret_items(parse_env(opts.env, dict(os.environ)))
     secrets.update(secret_args(_job_argv(sys.executable, opts)).values())
     if not submit:
         if secrets:  # the script names them; their values must be in the environment of `sbatch`
             say(f"note: the script copies {', '.join(sorted(secrets))} from the environment it is submitted "
-                f"from (values are never written into it): export them before `sbatch {script}`")
+                f"from (values are never written into it): export them before `{command} {script}`")
         return script, None
-    if opts.rest:  # slurmrestd: the same script, the options as a job description, the token in a header
+    if plan.backend.batch == "pbs":
+        from hpcai.run import pbs
+
+        job = pbs.submit(script, secrets)
+    elif opts.rest:  # slurmrestd: the same script, the options as a job description, the token in a header
         from hpcai.run import rest
 
         job = rest.submit(opts.rest, text, rest.job_description(plan, opts, _site_sbatch(plan), secrets))
@@ -145,8 +171,8 @@ def plan_record(opts, check: bool):
 
     while True:
         plan = plan_launch(opts, check=check)
-        _check_slurm(plan)  # what can be refused is refused before a script is written
-        sbatch_script(plan, replace(opts, output_dir=plan.run_dir), sys.executable)
+        _check_batch(plan, opts)  # what can be refused is refused before a script is written
+        batch_script(plan, replace(opts, output_dir=plan.run_dir), sys.executable)
         if opts.rest:  # what slurmrestd cannot carry, and a missing token, before anything is written
             from hpcai.run import rest
 
@@ -157,9 +183,12 @@ def plan_record(opts, check: bool):
             return plan
 
 
-def _check_slurm(plan) -> None:
-    if not plan.backend.slurm:
-        raise UsageError(f"submit needs a Slurm site; {plan.site} uses the {plan.backend.name} backend")
+def _check_batch(plan, opts) -> None:
+    if not plan.backend.batch:
+        raise UsageError(f"submit needs a Slurm site or a PBS one; {plan.site} uses the {plan.backend.name} backend")
+    if plan.backend.batch == "pbs" and (opts.clusters or opts.rest):
+        raise UsageError(f"{'--clusters' if opts.clusters else '--rest'} is Slurm's; {plan.site} submits to PBS Pro "
+                         "(its mpiexec backend)")
 
 
 def write_once(script: Path, text: str) -> None:
@@ -180,7 +209,12 @@ def wait_for(job: str, run_dir, timeout_s: float | None, rest_url: str = "") -> 
     from hpcai.run import jobs
 
     say(f"waiting for job {jobs.shown(job)} …")
-    if rest_url:
+    if (Path(run_dir) / PBS_SCRIPT).exists():
+        from hpcai.run import pbs
+
+        pbs.wait(job, timeout_s)
+        state, message = jobs.final_state(run_dir, job, "")
+    elif rest_url:
         from hpcai.run import rest
 
         state, message = jobs.final_state(run_dir, job, rest.wait(rest_url, job, timeout_s))

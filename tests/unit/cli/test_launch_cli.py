@@ -55,7 +55,7 @@ def test_bad_input_exits_2_with_one_line_listing_choices(hpcai, tmp_path):
     sif = tmp_path / "real.sif"
     sif.write_bytes(b"SIF")
     for args, needle in [
-        (["--site", "mars", "sanity"], "error: unknown site 'mars'; valid: cray-ex-amd, cray-ex-nvidia"),
+        (["--site", "mars", "sanity"], "error: unknown site 'mars'; valid: alcf-polaris, cray-ex-amd, cray-ex-nvidia"),
         (["--site", "local", "--runtime", "lxc", "sanity"], "error: unknown runtime 'lxc'; valid: apptainer"),
         (["--site", "generic-slurm", "--image", str(sif), "nosuch"], "error: unknown payload 'nosuch'; valid: "),
         (["--site", "generic-slurm", "--image", str(sif), "sanity", "bogus=1"], "error: unknown variable 'bogus'"),
@@ -122,7 +122,7 @@ def test_sites_and_doctor(hpcai):
     text = hpcai("sites", "show", "cray-ex-nvidia")
     assert "libfabric_dest: /host/lib" in text.stdout
     bad = hpcai("sites", "show", "mars")
-    assert bad.exit_code == 2 and "valid: cray-ex-amd" in bad.stderr
+    assert bad.exit_code == 2 and "valid: alcf-polaris, cray-ex-amd" in bad.stderr
     doc = json.loads(hpcai("doctor", "--json").stdout)
     checks = {c["name"]: c["found"] for c in doc["checks"]}
     assert set(checks) >= {"srun", "apptainer", "ch-run", "docker", "podman", "enroot", "sarus", "/dev/cxi*"}

@@ -9,19 +9,19 @@ from types import SimpleNamespace
 import pytest
 
 from hpcai.errors import UsageError
-from hpcai.run import rest
+from hpcai.run import rest, timelimits
 
 
 @pytest.mark.parametrize("limit, minutes", [("30", 30), ("0:10:00", 10), ("1:30", 2), ("2-0", 2880),
                                             ("1-01:02:03", 1503), ("00:00:30", 1), ("90:00", 90)])
 def test_slurm_time_limits_in_minutes(limit, minutes):
-    assert rest.minutes(limit) == minutes
+    assert timelimits.minutes(limit) == minutes
 
 
 @pytest.mark.parametrize("bad", ["1h", "-5", "1:2:3:4", ""])
 def test_a_time_slurm_would_not_take_is_one_line(bad):
     with pytest.raises(UsageError, match="not a time Slurm takes"):
-        rest.minutes(bad)
+        timelimits.minutes(bad)
 
 
 @pytest.mark.parametrize("url", ["ftp://host:6820", "http://user:pw@host:6820", "http://host:6820/?a=1", "host:6820",
@@ -29,6 +29,10 @@ def test_a_time_slurm_would_not_take_is_one_line(bad):
 def test_an_address_that_is_not_slurmrestds_is_refused(url):
     with pytest.raises(UsageError, match="--rest"):
         rest.check_url(url)
+
+
+def test_pbs_walltime_is_hh_mm_ss():
+    assert [timelimits.hms(t) for t in ("30", "1-02:03:04", "90:30")] == ["00:30:00", "26:03:04", "01:30:30"]
 
 
 def test_a_good_address_is_kept_without_its_last_slash():

@@ -29,6 +29,7 @@ class LocalBackend:
     doctor_hint = ""
     per_rank = True
     slurm = False
+    batch = ""
     shim_logs = False  # hpcai opens each rank's log files itself
 
     def prefix(self, geom: Geometry) -> list[str]:

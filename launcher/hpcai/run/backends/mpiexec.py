@@ -36,6 +36,7 @@ class MpiexecBackend:
     doctor_hint = "only PBS/PALS sites (ALCF Polaris) need it: --backend mpiexec"
     per_rank = False
     slurm = False
+    batch = "pbs"  # PALS's mpiexec runs inside PBS Pro jobs (run/pbs.py)
     shim_logs = True
 
     def prefix(self, geom: Geometry) -> list[str]:

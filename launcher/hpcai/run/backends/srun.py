@@ -83,6 +83,7 @@ class SrunBackend:
     doctor_hint = "Slurm client missing: use --site local, or load the site's Slurm module"
     per_rank = False
     slurm = True
+    batch = "slurm"
     shim_logs = False  # srun --output/--error write logs/rank-%t.*
 
     def prefix(self, geom: Geometry) -> list[str]:
