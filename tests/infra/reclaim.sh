@@ -33,3 +33,15 @@ for file in "${HPCAI_CH_CACHE:-/var/tmp/hpcai-ch}"/*.sqfs "${HPCAI_SQSH_CACHE:-/
     *) rm -f -- "$file" && log "removed $file (its image is gone)" ;;
   esac
 done
+
+# $HPCAI_APPTAINER_CACHE/NAME-<key>.sif (tests/sifcache.py: the key hashes the image id and the
+# definition, so each revision makes a new one): per NAME the $keep newest stay, older ones go
+# with their lock files. A SIF being made is written aside and renamed, so none is half-read here.
+sifs=${HPCAI_APPTAINER_CACHE:-/var/tmp/hpcai-sif}
+if [ -d "$sifs" ]; then
+  mapfile -t stale < <(find "$sifs" -maxdepth 1 -name '*-*.sif' -type f -printf '%T@ %f\n' | sort -rn \
+    | awk -v keep="$keep" '{ name = $2; sub(/-[0-9a-f]+\.sif$/, "", name); if (++seen[name] > keep) print $2 }')
+  for file in "${stale[@]}"; do
+    rm -f -- "$sifs/$file" "$sifs/.$file.lock" && log "removed $sifs/$file (older than the $keep newest of its kind)"
+  done
+fi
