@@ -9,7 +9,12 @@ PANEL = "Launch"
 # (what, how to find it, hint when missing). Probes are cheap: PATH lookups and globs only. The
 # launchers and container runtimes come from their registries (each declares its binary, probe
 # and hint); these are the rest.
-SUBMIT = ("sbatch", "cmd:sbatch", "needed by `hpcai submit`; `hpcai launch` inside salloc works without it")
+SUBMIT = [
+    ("sbatch", "cmd:sbatch", "needed by `hpcai submit` on Slurm sites (or `--rest` through slurmrestd); "
+                             "`hpcai launch` inside salloc works without it"),
+    ("qsub", "cmd:qsub", "needed by `hpcai submit` on PBS Pro sites (mpiexec backend, e.g. alcf-polaris)"),
+    ("qstat", "cmd:qstat", "needed by `hpcai submit --wait` on PBS Pro sites"),
+]
 HARDWARE = [
     ("nvidia-smi", "cmd:nvidia-smi", "no NVIDIA GPU/driver: GPU payloads will not run here"),
     ("rocm-smi", "cmd:rocm-smi", "no AMD GPU/ROCm: GPU payloads will not run here"),
@@ -30,7 +35,7 @@ def checks() -> list[tuple[str, str, str]]:
 
     launchers = [get_backend(name) for name in BACKENDS]
     rows = [(b.binary, f"cmd:{b.binary}", b.doctor_hint) for b in launchers if b.binary]
-    rows.append(SUBMIT)
+    rows += SUBMIT
     for runtime in map(get_runtime, RUNTIMES):
         if runtime.doctor_hint and runtime.binary not in {what for what, _, _ in rows}:
             rows.append((runtime.binary, runtime.doctor_probe(), runtime.doctor_hint))

@@ -125,8 +125,10 @@ def test_sites_and_doctor(hpcai):
     assert bad.exit_code == 2 and "valid: alcf-polaris, cray-ex-amd" in bad.stderr
     doc = json.loads(hpcai("doctor", "--json").stdout)
     checks = {c["name"]: c["found"] for c in doc["checks"]}
-    assert set(checks) >= {"srun", "apptainer", "ch-run", "docker", "podman", "enroot", "sarus", "/dev/cxi*"}
+    assert set(checks) >= {"srun", "apptainer", "ch-run", "docker", "podman", "enroot", "sarus", "/dev/cxi*",
+                           "sbatch", "mpiexec", "qsub", "qstat"}  # each scheduler hpcai submits to
     assert bool(checks["enroot"]) == bool(shutil.which("enroot"))
+    assert bool(checks["qsub"]) == bool(shutil.which("qsub"))
     assert doc["site"] in names
     table = hpcai("doctor")
     assert table.exit_code == 0 and "detected site" in table.stdout
