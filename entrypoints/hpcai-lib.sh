@@ -19,20 +19,21 @@ HPCAI__NL='
 '
 HPCAI__TAB='	'
 # Every rank and size variable of a launcher that the entrypoint, its hooks or hpcai-shim read (a test
-# checks that they read no other): Slurm, Open MPI, PMI/PALS/Hydra, PMIx, torch's own. Each must
-# be a non-negative decimal integer when set and not empty (hpcai_check_job).
+# checks that they read no other): Slurm, Open MPI, Flux, PMI/PALS/Hydra, PMIx, torch's own. Each
+# must be a non-negative decimal integer when set and not empty (hpcai_check_job).
 HPCAI__RANKS='SLURM_PROCID SLURM_LOCALID SLURM_NODEID OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_LOCAL_RANK
-    PMI_RANK PMI_LOCAL_RANK PALS_RANKID PALS_LOCAL_RANKID PALS_NODEID MPI_LOCALRANKID PMIX_RANK
-    RANK LOCAL_RANK NODE_RANK'
+    FLUX_TASK_RANK FLUX_TASK_LOCAL_ID PMI_RANK PMI_LOCAL_RANK PALS_RANKID PALS_LOCAL_RANKID
+    PALS_NODEID MPI_LOCALRANKID PMIX_RANK RANK LOCAL_RANK NODE_RANK'
 HPCAI__SIZES='SLURM_STEP_NUM_TASKS SLURM_NTASKS SLURM_NPROCS SLURM_NTASKS_PER_NODE
     SLURM_STEP_NUM_NODES SLURM_JOB_NUM_NODES SLURM_NNODES HPCAI_NNODES OMPI_COMM_WORLD_SIZE
-    OMPI_COMM_WORLD_LOCAL_SIZE PMI_SIZE PMI_LOCAL_SIZE MPI_LOCALNRANKS WORLD_SIZE LOCAL_WORLD_SIZE'
+    OMPI_COMM_WORLD_LOCAL_SIZE FLUX_JOB_SIZE FLUX_JOB_NNODES PMI_SIZE PMI_LOCAL_SIZE MPI_LOCALNRANKS
+    WORLD_SIZE LOCAL_WORLD_SIZE'
 # RANK:SIZE...: a rank is below the first of its sizes that is set and not empty (the one
 # 30-ranks pairs it with: a step's task count before the job's). SLURM_NODEID and SLURM_LOCALID have none here:
 # whether Slurm counts them within the step or the job is not something to refuse a launch on.
 HPCAI__RANK_BOUNDS='SLURM_PROCID:SLURM_STEP_NUM_TASKS:SLURM_NTASKS:SLURM_NPROCS
     OMPI_COMM_WORLD_RANK:OMPI_COMM_WORLD_SIZE OMPI_COMM_WORLD_LOCAL_RANK:OMPI_COMM_WORLD_LOCAL_SIZE
-    PMI_RANK:PMI_SIZE PALS_RANKID:PMI_SIZE PMI_LOCAL_RANK:PMI_LOCAL_SIZE
+    FLUX_TASK_RANK:FLUX_JOB_SIZE PMI_RANK:PMI_SIZE PALS_RANKID:PMI_SIZE PMI_LOCAL_RANK:PMI_LOCAL_SIZE
     PALS_LOCAL_RANKID:PMI_LOCAL_SIZE MPI_LOCALRANKID:MPI_LOCALNRANKS RANK:WORLD_SIZE
     LOCAL_RANK:LOCAL_WORLD_SIZE'
 # The host lists 30-ranks reads MASTER_ADDR from, and their longest accepted value. Slurm writes

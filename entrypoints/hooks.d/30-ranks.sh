@@ -4,7 +4,9 @@
 #
 # One source family is used for all values, so a stale variable of another launcher never
 # mixes in: Open MPI (OMPI_COMM_WORLD_*), then Slurm (SLURM_*; unless PMI_RANK disagrees with
-# SLURM_PROCID, i.e. mpiexec inside an allocation), then PMI/PALS (PMI_*, PALS_*), then PMIx.
+# SLURM_PROCID, i.e. mpiexec inside an allocation), then Flux (FLUX_TASK_*, FLUX_JOB_*; its PMI
+# server sets PMI_RANK too, and a disagreeing one is again an mpiexec inside the job), then
+# PMI/PALS (PMI_*, PALS_*), then PMIx.
 # MASTER_ADDR falls back to the first host of SLURM_STEP_NODELIST/SLURM_JOB_NODELIST (or
 # $PBS_NODEFILE) and MASTER_PORT to 61000 + job id % 4536 (enroot's rule) when unset.
 # The entrypoint (and hpcai-shim) refused a malformed rank or size (SLURM_PROCID='1 2',
@@ -19,6 +21,9 @@ if hpcai_uint OMPI_COMM_WORLD_RANK; then
 elif hpcai_uint SLURM_PROCID \
     && { _rk_procid=$hpcai_value; ! hpcai_uint PMI_RANK || [ "$hpcai_value" = "$_rk_procid" ]; }; then
     _rk_family=slurm
+elif hpcai_uint FLUX_TASK_RANK \
+    && { _rk_task=$hpcai_value; ! hpcai_uint PMI_RANK || [ "$hpcai_value" = "$_rk_task" ]; }; then
+    _rk_family=flux
 elif hpcai_first_uint PMI_RANK PALS_RANKID; then
     _rk_family=pmi
 elif hpcai_uint PMIX_RANK; then
@@ -60,6 +65,24 @@ case $_rk_family in
             hpcai_set LOCAL_WORLD_SIZE "$hpcai_value"
         elif hpcai_isset SLURM_TASKS_PER_NODE; then
             hpcai_warn "SLURM_TASKS_PER_NODE is empty; LOCAL_WORLD_SIZE not set"
+        fi
+        ;;
+    flux)
+        _rk_from RANK FLUX_TASK_RANK
+        _rk_from LOCAL_RANK FLUX_TASK_LOCAL_ID
+        _rk_from WORLD_SIZE FLUX_JOB_SIZE
+        # Flux names no tasks per node or node id: `flux run -N N -n T` spreads the tasks evenly
+        # and in blocks (its default task map), so a node holds T/N and task R runs on node
+        # R / (T/N). An uneven job (T not a multiple of N) is not one hpcai starts.
+        if hpcai_uint FLUX_JOB_SIZE && _rk_size=$hpcai_value && hpcai_uint FLUX_JOB_NNODES; then
+            if [ $((_rk_size % hpcai_value)) -eq 0 ]; then
+                _rk_local=$((_rk_size / hpcai_value))
+                hpcai_set LOCAL_WORLD_SIZE "$_rk_local"
+                hpcai_uint FLUX_TASK_RANK
+                hpcai_set NODE_RANK "$((hpcai_value / _rk_local))"
+            else
+                hpcai_warn "FLUX_JOB_SIZE=$_rk_size tasks on FLUX_JOB_NNODES=$hpcai_value nodes are uneven; LOCAL_WORLD_SIZE and NODE_RANK not set"
+            fi
         fi
         ;;
     pmi)

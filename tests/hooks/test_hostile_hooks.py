@@ -46,6 +46,7 @@ PMI = {"PMI_RANK": "3", "PMI_SIZE": "4", "PMI_LOCAL_RANK": "1", "PMI_LOCAL_SIZE"
 HYDRA = {"PMI_RANK": "3", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"}
 PALS = {"PALS_RANKID": "5", "PALS_LOCAL_RANKID": "1", "PALS_NODEID": "1", "PMI_SIZE": "8",
         "PMI_LOCAL_SIZE": "4"}
+FLUX = {"FLUX_TASK_RANK": "5", "FLUX_TASK_LOCAL_ID": "1", "FLUX_JOB_SIZE": "8", "FLUX_JOB_NNODES": "2"}
 NO_SLURM_TPN = {k: v for k, v in SLURM.items() if k != "SLURM_TASKS_PER_NODE"}
 
 # (variable, the launcher environment in which it is read)
@@ -60,6 +61,7 @@ RANK_INPUTS = [
     ("PMI_RANK", PMI), ("PMI_SIZE", PMI), ("PMI_LOCAL_RANK", PMI), ("PMI_LOCAL_SIZE", PMI),
     ("MPI_LOCALRANKID", HYDRA), ("MPI_LOCALNRANKS", HYDRA),
     ("PALS_RANKID", PALS), ("PALS_LOCAL_RANKID", PALS), ("PALS_NODEID", PALS),
+    ("FLUX_TASK_RANK", FLUX), ("FLUX_TASK_LOCAL_ID", FLUX), ("FLUX_JOB_SIZE", FLUX), ("FLUX_JOB_NNODES", FLUX),
     ("PMIX_RANK", {"PMIX_RANK": "2"}),
 ]
 MALFORMED = ["abc", "1e3"]

@@ -1,4 +1,4 @@
-"""30-ranks: torch.distributed variables from Slurm, Open MPI, PMI/PALS and PMIx."""
+"""30-ranks: torch.distributed variables from Slurm, Open MPI, Flux, PMI/PALS and PMIx."""
 
 from __future__ import annotations
 
@@ -103,6 +103,41 @@ def test_pals_under_pbs(run_entrypoint, workdir):
     assert run_entrypoint(env, hooks=["ranks"]).exported() == {
         "RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4",
         "NODE_RANK": "1", "MASTER_ADDR": "x3005c0s7b0n0", "MASTER_PORT": str(61000 + 123456 % 4536)}
+
+
+# What `flux run -N 2 -n 8` sets for task 5 (flux-environment(7)), with the simple PMI server's
+# PMI_RANK/PMI_SIZE beside it. Flux names neither tasks per node nor a node id.
+FLUX = {"FLUX_TASK_RANK": "5", "FLUX_TASK_LOCAL_ID": "1", "FLUX_JOB_SIZE": "8", "FLUX_JOB_NNODES": "2",
+        "FLUX_JOB_ID": "f2Xb3sYw5", "PMI_RANK": "5", "PMI_SIZE": "8"}
+
+
+def test_flux_task(run_entrypoint):
+    run = run_entrypoint(FLUX, hooks=["ranks"])
+    # block task map: 4 tasks a node, task 5 on node 1; the F58 job id gives no port
+    assert run.exported() == {"RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4",
+                              "NODE_RANK": "1"}
+    assert run.stderr == ""
+
+
+def test_flux_uneven_job_sets_no_node_values(run_entrypoint):
+    run = run_entrypoint({**FLUX, "FLUX_JOB_SIZE": "7", "PMI_SIZE": "7"}, hooks=["ranks"])
+    assert run.exported() == {"RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "7"}
+    assert run.warnings == ["hpcai-entrypoint: warning: FLUX_JOB_SIZE=7 tasks on FLUX_JOB_NNODES=2 nodes are "
+                            "uneven; LOCAL_WORLD_SIZE and NODE_RANK not set"]
+
+
+def test_mpiexec_inside_a_flux_job_uses_pmi(run_entrypoint):
+    # a hydra mpiexec started by one Flux task: its PMI_RANK disagrees with FLUX_TASK_RANK
+    env = {**FLUX, "FLUX_TASK_RANK": "0", "FLUX_TASK_LOCAL_ID": "0", "PMI_RANK": "3", "PMI_SIZE": "4",
+           "PMI_LOCAL_RANK": "1", "PMI_LOCAL_SIZE": "2"}
+    got = run_entrypoint(env, hooks=["ranks"]).exported()
+    assert (got["RANK"], got["LOCAL_RANK"], got["WORLD_SIZE"], got["LOCAL_WORLD_SIZE"]) == ("3", "1", "4", "2")
+
+
+def test_slurm_and_open_mpi_win_over_a_stale_flux_task(run_entrypoint):
+    assert run_entrypoint({**FLUX, **SLURM, "PMI_RANK": "5"}, hooks=["ranks"]).exported()["NODE_RANK"] == "1"
+    ompi = {"OMPI_COMM_WORLD_RANK": "6", "OMPI_COMM_WORLD_SIZE": "8"}
+    assert run_entrypoint({**FLUX, **ompi}, hooks=["ranks"]).exported()["RANK"] == "6"
 
 
 def test_pmix_only(run_entrypoint):

@@ -81,6 +81,48 @@ def test_pmi_and_per_gpu(shell):
                     "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(99 + 61000 + 1)}  # + LOCAL_RANK
 
 
+FLUX = {"FLUX_TASK_RANK": "5", "FLUX_TASK_LOCAL_ID": "1", "FLUX_JOB_SIZE": "8", "FLUX_JOB_NNODES": "2",
+        "FLUX_JOB_ID": "f2Xb3sYw5", "PMI_RANK": "5", "PMI_SIZE": "8", "HOME": "/root"}
+
+
+def stand_in_flux(workdir, host: str) -> dict[str, str]:
+    """A `flux` on PATH that answers `flux hostlist --nth=0 local` with HOST and records its argv:
+    Flux cannot be installed here (not in Debian), so this stands in for the broker's answer."""
+    bin_dir = workdir / "flux-bin"
+    bin_dir.mkdir(exist_ok=True)
+    flux = bin_dir / "flux"
+    flux.write_text(f'#!/bin/sh\necho "$*" >>"{workdir}/flux.argv"\n' + (f"echo {host}\n" if host else "exit 1\n"))
+    flux.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_flux_task_asks_flux_for_the_first_host(shell, workdir):
+    exit_dir = workdir / "logs"
+    exit_dir.mkdir()
+    got = ranks_of(shell, {**FLUX, **stand_in_flux(workdir, "tuolumne1001")}, "--exit-dir", str(exit_dir))
+    assert got == {"RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4", "NODE_RANK": "1",
+                   "MASTER_ADDR": "tuolumne1001", "MASTER_PORT": "29500"}
+    assert (workdir / "flux.argv").read_text() == "hostlist --nth=0 local\n"
+    assert sorted(p.name for p in exit_dir.iterdir()) == ["rank-5.exit"]  # its answer's file is gone
+
+
+def test_flux_is_not_asked_when_the_address_is_known(shell, workdir):
+    exit_dir = workdir / "logs"
+    exit_dir.mkdir()
+    path = stand_in_flux(workdir, "tuolumne1001")
+    assert ranks_of(shell, {**FLUX, **path}, "--exit-dir", str(exit_dir), "--master-addr", "n7")["MASTER_ADDR"] == "n7"
+    assert not (workdir / "flux.argv").exists()
+
+
+def test_flux_without_an_answer_warns_and_leaves_the_address_unset(shell, workdir):
+    exit_dir = workdir / "logs"
+    exit_dir.mkdir()
+    res = shim(shell, ["--exit-dir", str(exit_dir)], ["sh", "-c", 'echo "${MASTER_ADDR-unset}"'],
+               {**FLUX, **stand_in_flux(workdir, "")})
+    assert (res.returncode, res.stdout) == (0, "unset\n")
+    assert res.stderr == "hpcai-shim: warning: flux hostlist --nth=0 local named no host: MASTER_ADDR is not set\n"
+
+
 def test_suffix_applies_only_when_the_name_resolves(shell):
     assert ranks_of(shell, {**SLURM, "SLURM_STEP_NODELIST": "localhost"}, "--suffix", "")["MASTER_ADDR"] == "localhost"
     res = shim(shell, ["--suffix", "i"], ["sh", "-c", 'echo "$MASTER_ADDR"'],

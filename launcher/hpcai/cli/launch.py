@@ -92,7 +92,8 @@ def launch_cmd(words: list[str] | None, cmd: bool, repeat: int, dry_run: bool, a
 
 def submit_cmd(words: list[str] | None, cmd: bool, repeat: int, no_submit: bool, wait: bool,
                wait_timeout: float | None, **plan: object) -> None:
-    """Write an sbatch script for the same plan as `launch` and submit it (unless --no-submit)."""
+    """Write a batch script (sbatch, PBS Pro or Flux) for the same plan as `launch` and submit it
+    (unless --no-submit)."""
     from dataclasses import replace
 
     import typer
@@ -109,6 +110,7 @@ def submit_cmd(words: list[str] | None, cmd: bool, repeat: int, no_submit: bool,
     rest = plan.get("rest") or ""
     opts = replace(_options(list(words or []), cmd, table=SUBMIT, **plan_fields(plan)),
                    clusters=batch.check_clusters(str(plan.get("clusters") or "")), rest=rest and check_url(rest))
+    opts = replace(opts, backend=batch.backend_for(plan.get("scheduler"), opts.backend))
     if repeat > 1:  # as launch --repeat: --output-dir holds the N records
         opts = replace(opts, output_dir=None, runs_root=opts.output_dir or opts.runs_root)
     jobs = []

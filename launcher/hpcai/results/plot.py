@@ -26,9 +26,15 @@ DRAWABLE = 1e300
 
 
 def _pyplot():
+    import warnings
+
     import matplotlib
 
     matplotlib.use("Agg")
+    # Labels come from records (run names, payload values): a character the font lacks made
+    # matplotlib warn with that character in the line, raw, so a control character in a label
+    # reached the terminal. The plot draws a box for it; the warning adds nothing.
+    warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font", category=UserWarning)
     import matplotlib.pyplot as plt
 
     return plt

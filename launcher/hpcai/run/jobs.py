@@ -82,18 +82,21 @@ def accounted_state(job: str) -> str:
     return states[0] if states else ""
 
 
-def final_state(run_dir: Path, job: str = "", said: str | None = None) -> tuple[str, str]:
+def final_state(run_dir: Path, job: str = "", said: str | None = None,
+                who: str = "Slurm's accounting") -> tuple[str, str]:
     """(state, message) from a run record; a job killed before its launch finished (time limit,
     node failure) leaves no final status, which is said with where its batch log is, and with what
-    Slurm says of JOB: SAID (slurmrestd's last state), else its accounting where it has any."""
+    the scheduler (WHO) says of JOB: SAID (slurmrestd's last state, Flux's result), else Slurm's
+    accounting where it has any."""
     try:
         status = json.loads((run_dir / record.STATUS).read_text())
     except (OSError, ValueError):
         status = {}
     state = status.get("state") or "unknown"
     if state in ("running", "unknown"):
-        logs = ", ".join(str(p) for p in sorted(run_dir.glob("slurm-*.out"))) or str(run_dir)
+        logs = ", ".join(str(p) for pattern in ("slurm-*.out", "pbs.out", "flux-*.out")
+                         for p in sorted(run_dir.glob(pattern))) or str(run_dir)
         said = (accounted_state(job) if job else "") if said is None else said
-        why = f"Slurm's accounting says {said}" if said else "time limit or node failure?"
+        why = f"{who} says {said}" if said else "time limit or node failure?"
         return "ended", f"the job ended without a final status ({why}); see {logs}"
     return state, status.get("message") or state

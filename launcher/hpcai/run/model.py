@@ -52,7 +52,8 @@ class Backend(Protocol):
     name: str
     per_rank: bool   # hpcai starts every rank itself, one argv each (no launcher process)
     slurm: bool      # a Slurm step: the job id, srun's options, --mpi and per-rank log files apply
-    batch: str       # the scheduler `hpcai submit` writes a job for: "slurm", "pbs", or "" (none)
+    batch: str       # the scheduler `hpcai submit` writes a job for: "slurm", "pbs", "flux", or "" (none)
+    allocation_var: str  # set inside that scheduler's allocation (SLURM_JOB_ID, …; "": none)
     shim_logs: bool  # the launcher writes no per-rank files: the rank shim writes logs/rank-N.*
     binary: str      # the launcher program `hpcai doctor` looks for ("": none, hpcai starts the ranks)
     doctor_hint: str  # what `hpcai doctor` says when the binary is missing

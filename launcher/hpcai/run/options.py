@@ -89,7 +89,10 @@ WAIT = Opt("wait", ("--wait",), "flag", "Wait for the job(s) to end; exit with t
 WAIT_TIMEOUT = Opt("wait_timeout", ("--wait-timeout",), "float", "Give up waiting after SECONDS.")
 
 LAUNCH = (*PLAN, CMD, REPEAT, DRY_RUN, AS_JSON)
-SUBMIT = (*PLAN, CMD, REPEAT, Opt("no_submit", ("--no-submit",), "flag", "Write the script, do not call sbatch."),
+SUBMIT = (*PLAN, CMD, REPEAT, Opt("no_submit", ("--no-submit",), "flag", "Write the script, do not submit it."),
+          Opt("scheduler", ("--scheduler",), help="slurm, pbs or flux: the batch system to write the job for, "
+                                                  "which picks its backend (srun, mpiexec, flux) (default: the "
+                                                  "site backend's)."),
           Opt("clusters", ("--clusters", "-M"), help="Slurm cluster(s) of a multi-cluster site, comma-separated "
                                                      "(sbatch -M): Slurm starts the job on the one that can start it "
                                                      "first; --wait follows it there, the record names it.",

@@ -105,7 +105,8 @@ def geometry(opts: LaunchOptions, site: SiteProfile, backend: Backend, env: dict
         nodes=opts.nodes, ntasks_per_node=tasks, cpus_per_task=cpus or 0, gpus_per_node=gpus,
         per_gpu=opts.per_gpu, mpi=mpi, distribution=site.distribution, cpu_bind=site.cpu_bind,
         partition=opts.partition or site.partition, account=opts.account or site.account,
-        time=opts.time, nodelist=opts.nodelist, in_allocation=bool(env.get("SLURM_JOB_ID")),
+        time=opts.time, nodelist=opts.nodelist,
+        in_allocation=bool(backend.allocation_var and env.get(backend.allocation_var)),
         log_dir=log_dir if backend.slurm else "",
         # the site's srun options, then the profile's workflow's, then the user's own (last wins)
         extra=(*site.srun_options, *check_srun_args(profile_srun_args, "payload profile srun_args"),

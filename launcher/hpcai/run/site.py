@@ -58,7 +58,7 @@ class SiteProfile:
     source: str = ""                    # file it was read from
     description: str = ""
     hostnames: tuple[str, ...] = ()     # regexes searched in the short and full host name
-    backend: str = "srun"               # srun | mpiexec | local
+    backend: str = "srun"               # srun | mpiexec | flux | local
     runtime: str = "apptainer"          # the preferred runtime, used unless --runtime names another
     runtimes: tuple[str, ...] = ()      # the runtimes this site offers, preferred first; () unknown
     mpi: str = ""                       # srun --mpi value; "" leaves the cluster default
@@ -72,6 +72,7 @@ class SiteProfile:
     sbatch_options: tuple[str, ...] = ()  # extra `#SBATCH` options for `hpcai submit`
     pbs_resources: str = ""             # PBS Pro: added to each `select` chunk, e.g. "system=polaris"
     pbs_options: tuple[str, ...] = ()   # PBS Pro: extra `#PBS` lines for `hpcai submit`, e.g. "-l filesystems=home"
+    flux_options: tuple[str, ...] = ()  # Flux: extra `# flux:` lines for `hpcai submit`, e.g. "--setattr=thp=always"
     libfabric: str = ""                 # glob of the host libfabric dir ("" = no fabric swap)
     libfabric_dest: str = "/host/lib"
     fabric_profile: str = ""            # "slingshot": entrypoints/hooks.d/slingshot-env.sh, under [env]
@@ -130,6 +131,8 @@ _SHAPES: dict[str, Shape] = {
                            r"^([A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.+-]+(:[A-Za-z_][A-Za-z0-9_]*=[A-Za-z0-9_.+-]+)*)?$"),
     "pbs_options": Shape(lambda v: v.startswith("-") and not has_control(v), "a qsub option such as "
                          "'-l filesystems=home:eagle', on one line", r"^-[^\x00-\x1f\x7f-\x9f]*$"),
+    "flux_options": Shape(lambda v: v.startswith("-") and not has_control(v), "a flux batch option such as "
+                          "'--setattr=thp=always', on one line", r"^-[^\x00-\x1f\x7f-\x9f]*$"),
 }
 # Numbers: one bound each, which the launch options' checks read too (run/scheduler.py).
 GPUS_PER_NODE_MAX = 64
@@ -157,10 +160,11 @@ def _owned_rule(owned: dict[str, str]):
     return rule
 
 
-def _pbs_rule(key: str, one: str) -> str | None:
-    from hpcai.run.pbs import owned
+def _batch_rule(key: str, one: str) -> str | None:
+    """pbs_options and flux_options: what the scheduler's module writes itself is refused."""
+    from importlib import import_module
 
-    why = owned(one)
+    why = import_module({"pbs_options": "hpcai.run.pbs", "flux_options": "hpcai.run.flux_batch"}[key]).owned(one)
     return f"{why}; {key} is for options hpcai has no setting for" if why else None
 
 
@@ -204,7 +208,8 @@ def _key(f) -> Key:
         return Key(f.name, None, parse=_mpi_swap, json=_MPI_SWAP_JSON)
     return Key(f.name, _default(f), choices=_CHOICES.get(f.name, ()), low=low, high=high, range_text=said,
                shape=_SHAPES.get(f.name), multiline=f.name in _MULTILINE,
-               rule=_owned_rule(_OWNED[f.name]) if f.name in _OWNED else _pbs_rule if f.name == "pbs_options" else None)
+               rule=_owned_rule(_OWNED[f.name]) if f.name in _OWNED
+               else _batch_rule if f.name in ("pbs_options", "flux_options") else None)
 
 
 # A site file's keys: SiteProfile's fields (their defaults are the types), with the rules above.

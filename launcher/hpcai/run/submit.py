@@ -1,5 +1,5 @@
-"""Batch submission: the pure sbatch writer (PBS Pro's in run/pbs.py), submitting a plan, and
-waiting for the job.
+"""Batch submission: the pure sbatch writer (PBS Pro's in run/pbs.py, Flux's in run/flux_batch.py),
+submitting a plan, and waiting for the job.
 
 `hpcai submit` and `hpcai sweep --submit` write `<record>/submit.sbatch`: `#SBATCH` lines from
 the plan, then `exec hpcai launch …` with the same options, so inside the allocation the launch
@@ -28,6 +28,19 @@ from hpcai.redact import redact_argv, secret_items
 
 SCRIPT = "submit.sbatch"
 PBS_SCRIPT = "submit.pbs"
+FLUX_SCRIPT = "submit.flux"
+# Per scheduler (a backend's `batch`): its script's name, the command that takes it, and the
+# module that writes, submits and waits for it (None: sbatch's, here).
+SCRIPTS = {"slurm": SCRIPT, "pbs": PBS_SCRIPT, "flux": FLUX_SCRIPT}
+COMMANDS = {"slurm": "sbatch", "pbs": "qsub", "flux": "flux batch"}
+_MODULES = {"pbs": "hpcai.run.pbs", "flux": "hpcai.run.flux_batch"}
+
+
+def _scheduler(batch: str):
+    """The module of a scheduler that is not Slurm (run/pbs.py, run/flux_batch.py), or None."""
+    from importlib import import_module
+
+    return import_module(_MODULES[batch]) if batch in _MODULES else None
 
 
 def line_value(what: str, value: object) -> str:
@@ -72,17 +85,17 @@ def exec_line(argv: list[str]) -> str:
 
 
 def batch_script(plan, opts, python: str) -> str:
-    """The job script for the plan's scheduler: sbatch's (above), or PBS Pro's (run/pbs.py)."""
-    if plan.backend.batch == "pbs":
-        from hpcai.run import pbs
+    """The job script for the plan's scheduler: sbatch's (above), PBS Pro's or Flux's."""
+    module = _scheduler(plan.backend.batch)
+    if module:
         from hpcai.run.site import load_site
 
-        return pbs.script(plan, load_site(plan.site), exec_line(_job_argv(python, opts)), line_value)
+        return module.script(plan, load_site(plan.site), exec_line(_job_argv(python, opts)), line_value)
     return sbatch_script(plan, opts, python)
 
 
 def script_path(plan) -> Path:
-    return Path(plan.run_dir) / (PBS_SCRIPT if plan.backend.batch == "pbs" else SCRIPT)
+    return Path(plan.run_dir) / SCRIPTS[plan.backend.batch]
 
 
 def secret_args(argv: list[str]) -> dict[int, tuple[str, str]]:
@@ -99,8 +112,8 @@ def _job_argv(python: str, opts) -> list[str]:
 
 
 def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
-    """Write <run_dir>/submit.sbatch (submit.pbs on a PBS site) and, if submit, hand it to sbatch,
-    slurmrestd or qsub; returns (script, job id or None).
+    """Write <run_dir>/submit.sbatch (submit.pbs, submit.flux on a PBS or Flux site) and, if submit,
+    hand it to sbatch, slurmrestd, qsub or flux batch; returns (script, job id or None).
 
     Shared by `hpcai submit` and `hpcai sweep --submit`. Secret --env values go to the submitting
     command's own environment (the job inherits it), never into the script.
@@ -115,7 +128,7 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
     run_dir.mkdir(parents=True, exist_ok=True, mode=record.PRIVATE_DIR)
     script = script_path(plan)
     write_once(script, text)
-    command = "qsub" if plan.backend.batch == "pbs" else "sbatch"
+    command = COMMANDS[plan.backend.batch]
     say(f"{command} script: {script}")
     secrets = secret_items(parse_env(opts.env, dict(os.environ)))
     secrets.update(secret_args(_job_argv(sys.executable, opts)).values())
@@ -124,10 +137,9 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
             say(f"note: the script copies {', '.join(sorted(secrets))} from the environment it is submitted "
                 f"from (values are never written into it): export them before `{command} {script}`")
         return script, None
-    if plan.backend.batch == "pbs":
-        from hpcai.run import pbs
-
-        job = pbs.submit(script, secrets)
+    module = _scheduler(plan.backend.batch)
+    if module:
+        job = module.submit(script, secrets)
     elif opts.rest:  # slurmrestd: the same script, the options as a job description, the token in a header
         from hpcai.run import rest
 
@@ -145,6 +157,23 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
     if cluster:
         files.write_atomic(run_dir / "cluster", cluster + "\n", record.PRIVATE_FILE, over_link=True)
     return script, job
+
+
+def backend_for(scheduler: str | None, backend: str | None) -> str | None:
+    """The backend --scheduler picks: the one whose jobs that scheduler runs (slurm: srun, pbs:
+    mpiexec, flux: flux); a --backend given as well must be that one."""
+    if not scheduler:
+        return backend
+    from hpcai.run.backends import BACKENDS, get_backend
+
+    runs = {get_backend(name).batch: name for name in BACKENDS if get_backend(name).batch}
+    if scheduler not in runs:
+        raise UsageError(f"--scheduler {one_line('--scheduler', scheduler)!r} is not one hpcai writes jobs for; "
+                         f"one of: {', '.join(runs)}")
+    if backend and backend != runs[scheduler]:
+        raise UsageError(f"--scheduler {scheduler} starts ranks with the {runs[scheduler]} backend, not "
+                         f"--backend {backend}: drop one of them")
+    return runs[scheduler]
 
 
 CLUSTER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
@@ -185,10 +214,11 @@ def plan_record(opts, check: bool):
 
 def _check_batch(plan, opts) -> None:
     if not plan.backend.batch:
-        raise UsageError(f"submit needs a Slurm site or a PBS one; {plan.site} uses the {plan.backend.name} backend")
-    if plan.backend.batch == "pbs" and (opts.clusters or opts.rest):
-        raise UsageError(f"{'--clusters' if opts.clusters else '--rest'} is Slurm's; {plan.site} submits to PBS Pro "
-                         "(its mpiexec backend)")
+        raise UsageError(f"submit needs a Slurm, PBS Pro or Flux site; {plan.site} uses the {plan.backend.name} "
+                         "backend")
+    if plan.backend.batch != "slurm" and (opts.clusters or opts.rest):
+        raise UsageError(f"{'--clusters' if opts.clusters else '--rest'} is Slurm's; this job goes to "
+                         f"{COMMANDS[plan.backend.batch]} (the {plan.backend.name} backend)")
 
 
 def write_once(script: Path, text: str) -> None:
@@ -214,6 +244,10 @@ def wait_for(job: str, run_dir, timeout_s: float | None, rest_url: str = "") -> 
 
         pbs.wait(job, timeout_s)
         state, message = jobs.final_state(run_dir, job, "")
+    elif (Path(run_dir) / FLUX_SCRIPT).exists():
+        from hpcai.run import flux_batch
+
+        state, message = jobs.final_state(run_dir, job, flux_batch.wait(job, timeout_s), "Flux")
     elif rest_url:
         from hpcai.run import rest
 

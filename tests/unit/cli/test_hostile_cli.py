@@ -86,7 +86,7 @@ CASES = [
     (["submit", "--no-submit", *SITE, "--repeat", "0", "sanity"], 2, "--repeat must be at least 1"),
     (["submit", "--no-submit", *SITE, "--wait", "sanity"], 2, "--wait needs a submitted job"),
     (["submit", "--no-submit", *SITE, "--nodelist", "nid[001-", "sanity"], 2, "--nodelist 'nid[001-': not a host"),
-    (["submit", "--no-submit", "--site", "local", "--image", "x.sif", "sanity"], 2, "submit needs a Slurm site"),
+    (["submit", "--no-submit", "--site", "local", "--image", "x.sif", "sanity"], 2, "submit needs a Slurm, PBS Pro or Flux site"),
     (["submit", "--no-submit", *SITE, "--srun-arg=--error=/tmp/x", "sanity"], 2, "hpcai sets --error itself"),
     ([*SWEEP, "--partition", "a\nb", "sanity"], 2, "--partition 'a\\nb': control characters"),
     ([*SWEEP, "--time", "soon", "sanity"], 2, "--time 'soon': expected minutes"),

@@ -99,7 +99,7 @@ def test_submit_no_submit_writes_script(hpcai, tmp_path):
     script = tmp_path / "r" / "submit.sbatch"
     assert res.stdout.strip() == str(script) and "#SBATCH --nodes=2" in script.read_text()
     local = hpcai("submit", "--no-submit", "--site", "local", "--image", "x", "-o", str(tmp_path / "l"), "sanity")
-    assert local.exit_code == 2 and "needs a Slurm site" in local.stderr
+    assert local.exit_code == 2 and "needs a Slurm, PBS Pro or Flux site" in local.stderr
 
 
 def test_submit_hands_an_absolute_done_file_to_the_jobs_launch(hpcai, tmp_path, monkeypatch):

@@ -44,7 +44,7 @@ def test_a_second_submit_into_the_same_output_dir_is_refused(hpcai, tmp_path):
 def test_a_refused_submit_leaves_no_runs_folder(hpcai, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     one_line_refusal(hpcai("submit", "--no-submit", "--site", "local", "--image", "x", "sanity"),
-                     "submit needs a Slurm site")
+                     "submit needs a Slurm, PBS Pro or Flux site")
     assert not list(tmp_path.iterdir())
 
 
@@ -54,5 +54,5 @@ def test_a_refused_real_submit_gives_its_claimed_folder_back(hpcai, tmp_path, mo
     that (a site without Slurm) must leave neither the folder nor the runs folder behind."""
     monkeypatch.chdir(tmp_path)
     one_line_refusal(hpcai("submit", "--site", "local", "--image", "debian:bookworm-slim", "sanity"),
-                     "submit needs a Slurm site")
+                     "submit needs a Slurm, PBS Pro or Flux site")
     assert not list(tmp_path.iterdir())

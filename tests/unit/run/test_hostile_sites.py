@@ -48,7 +48,7 @@ BAD_SITES = [
     ('env = { A = ["x"] }', "key 'env' must be a table of string values"),
     ('containall = "yes"', "key 'containall' must be true or false"),
     ('runtime = "lxc"', "runtime 'lxc' is not one of: apptainer"),
-    ('backend = "pbs"', "backend 'pbs' is not one of: srun, mpiexec, local"),
+    ('backend = "pbs"', "backend 'pbs' is not one of: srun, mpiexec, flux, local"),
     ('gpu = "intel"', "gpu 'intel' is not one of: nvidia, amd, none"),
     ('mpi = "pmi9"', "mpi 'pmi9' is not one of:"),
     ('mpi_types = ["pmix", "nope"]', "mpi_types 'nope' is not one of:"),

@@ -89,7 +89,7 @@ def test_qstat_states(pbs_tools, monkeypatch):
 def test_slurm_only_options_and_a_local_site_are_one_line(hpcai, tmp_path):
     sif = tmp_path / "x.sif"
     sif.write_bytes(b"")
-    for extra, said in ((("--clusters", "a"), "--clusters is Slurm's; alcf-polaris submits to PBS Pro"),
+    for extra, said in ((("--clusters", "a"), "--clusters is Slurm's; this job goes to qsub (the mpiexec backend)"),
                         (("--rest", "http://127.0.0.1:6820"), "--rest is Slurm's")):
         res = hpcai("submit", "--no-submit", "--site", "alcf-polaris", "--image", str(sif), *extra,
                     "-o", str(tmp_path / "r"), "--cmd", "--", "true")

@@ -250,9 +250,9 @@ def test_a_user_bind_replaces_the_site_bind_to_the_same_destination(tmp_path):
 
 @pytest.mark.parametrize("kw, message", [
     ({"site": "nope"}, "unknown site 'nope'; valid: alcf-polaris, cray-ex-amd, cray-ex-nvidia, cscs-alps, generic-ib, generic-slurm, "
-     "jedi, jsc-ib, jureca-a100, jureca-gc200, jureca-gh200, jureca-h100, jureca-mi250, jureca-waih100, local"),
+     "jedi, jsc-ib, jureca-a100, jureca-gc200, jureca-gh200, jureca-h100, jureca-mi250, jureca-waih100, llnl-elcap, local"),
     ({"runtime": "rkt"}, "unknown runtime 'rkt'; valid: apptainer, ce, charliecloud, docker, enroot, podman, podman-hpc, pyxis, sarus, singularity"),
-    ({"backend": "flux"}, "unknown backend 'flux'; valid: local, mpiexec, srun"),
+    ({"backend": "lsf"}, "unknown backend 'lsf'; valid: flux, local, mpiexec, srun"),
     ({"mpi": "pmi9"}, "unknown mpi type 'pmi9'; valid: cray_shasta, none, pmi2, pmix, pspmix"),
     ({"payload": "nosuch"}, "unknown payload 'nosuch'; valid: "),
     ({"payload_args": ("novalue",)}, "expected var=value"),

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from hpcai.run.model import Backend
 
 # name -> "module:class" (imported when used)
-_REGISTRY = {"srun": "srun:SrunBackend", "mpiexec": "mpiexec:MpiexecBackend", "local": "local:LocalBackend"}
+_REGISTRY = {"srun": "srun:SrunBackend", "mpiexec": "mpiexec:MpiexecBackend", "flux": "flux:FluxBackend",
+             "local": "local:LocalBackend"}
 BACKENDS = tuple(_REGISTRY)
 
 

@@ -30,6 +30,7 @@ class LocalBackend:
     per_rank = True
     slurm = False
     batch = ""
+    allocation_var = ""
     shim_logs = False  # hpcai opens each rank's log files itself
 
     def prefix(self, geom: Geometry) -> list[str]:

@@ -37,6 +37,7 @@ class MpiexecBackend:
     per_rank = False
     slurm = False
     batch = "pbs"  # PALS's mpiexec runs inside PBS Pro jobs (run/pbs.py)
+    allocation_var = "PBS_JOBID"
     shim_logs = True
 
     def prefix(self, geom: Geometry) -> list[str]:

@@ -84,6 +84,7 @@ class SrunBackend:
     per_rank = False
     slurm = True
     batch = "slurm"
+    allocation_var = "SLURM_JOB_ID"
     shim_logs = False  # srun --output/--error write logs/rank-%t.*
 
     def prefix(self, geom: Geometry) -> list[str]:
