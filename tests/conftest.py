@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from engines import engine_available
+from engines import MULTI_CLUSTERS, engine_available, multi_env
 from imagebuild import pip_build_inputs
 from sifcache import cached_sif
 
@@ -59,11 +59,12 @@ def _engines(request):
             pytest.skip(f"{name} not available on this machine (tests/infra/up.sh starts the engines)")
 
 
-def _slurm_jobs(under: Path) -> set[str]:
-    """Ids of the pending or running jobs submitted from a folder under UNDER (this session's); a
-    job that is completing (CG, just after its srun returned) is on its way out."""
+def _slurm_jobs(under: Path, env: dict[str, str] | None = None) -> set[str]:
+    """Ids of the pending or running jobs submitted from a folder under UNDER (this session's), on
+    the cluster ENV's SLURM_CONF names (None: the main one); a job that is completing (CG, just
+    after its srun returned) is on its way out."""
     res = subprocess.run(["squeue", "-h", "-t", "PD,CF,R,S", "-o", "%i %Z"], capture_output=True, text=True,
-                         timeout=30, check=False)
+                         timeout=30, check=False, env=env)
     jobs = (line.split(" ", 1) for line in res.stdout.splitlines() if " " in line)
     return {job for job, workdir in jobs if Path(workdir).is_relative_to(under)}
 
@@ -73,27 +74,29 @@ def _slurm_jobs_left(request, tmp_path_factory):
     """A Slurm test that stops half-way (its timeout kills hpcai with SIGKILL, so nothing ends the
     ranks) leaves its job holding nodes, and every later test would wait behind it: cancel the
     jobs a test left, with a warning, so the next test starts on an idle cluster. Only this
-    session's jobs (submitted from its temporary folders): another session may share the cluster."""
-    if request.node.get_closest_marker("slurm") is None or not engine_available("slurm"):
-        yield
-        return
+    session's jobs (submitted from its temporary folders): another session may share the cluster.
+    The main cluster for `slurm` tests, the two of tests/infra/slurm-multi-up.sh for `multicluster`."""
+    clusters = [(name, env) for marker, name, env in
+                [("slurm", "main", None), *(("multicluster", c, multi_env(c)) for c in MULTI_CLUSTERS)]
+                if request.node.get_closest_marker(marker) is not None and engine_available(marker)]
     ours = tmp_path_factory.getbasetemp()
-    before = _slurm_jobs(ours)
+    before = {name: _slurm_jobs(ours, env) for name, env in clusters}
     yield
-    left = _slurm_jobs(ours) - before
-    for _ in range(20):  # a job whose srun just returned may still read as running for a moment
-        if not left:
-            break
-        time.sleep(0.5)
-        left &= _slurm_jobs(ours)
-    left = sorted(left)
-    if left:
-        warnings.warn(f"{request.node.nodeid} left Slurm jobs {', '.join(left)}: cancelled", stacklevel=1)
-        subprocess.run(["scancel", *left], capture_output=True, timeout=30, check=False)
-        for _ in range(60):
-            if not set(left) & _slurm_jobs(ours):
+    for name, env in clusters:
+        left = _slurm_jobs(ours, env) - before[name]
+        for _ in range(20):  # a job whose srun just returned may still read as running for a moment
+            if not left:
                 break
             time.sleep(0.5)
+            left &= _slurm_jobs(ours, env)
+        if left:
+            warnings.warn(f"{request.node.nodeid} left Slurm jobs {', '.join(sorted(left))} on the {name} cluster: "
+                          "cancelled", stacklevel=1)
+            subprocess.run(["scancel", *sorted(left)], capture_output=True, timeout=30, check=False, env=env)
+            for _ in range(60):
+                if not left & _slurm_jobs(ours, env):
+                    break
+                time.sleep(0.5)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -83,3 +83,14 @@ def _opts(tmp_path, **kw):
     kw.setdefault("output_dir", str(tmp_path / "run"))
     kw.setdefault("payload", "sanity")
     return LaunchOptions(**kw)
+
+
+def submit_secret_and_wait(hpcai, site: str, tmp_path: Path):
+    """`hpcai submit --wait` on SITE of a --cmd whose `--password` is secret, to a stand-in
+    scheduler whose job never writes a final status: (the CLI result, the run folder)."""
+    sif, run = tmp_path / "x.sif", tmp_path / "r"
+    sif.write_bytes(b"")
+    res = hpcai("submit", "--site", site, "--userns", "--image", str(sif), "-N", "2", "-o", str(run), "--wait",
+                "--cmd", "--", "tool", "--password", "s3cret")
+    assert res.exit_code == 1, res.stderr  # the stand-in job never wrote a final status
+    return res, run

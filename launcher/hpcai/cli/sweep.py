@@ -1,7 +1,7 @@
 """CLI command: `hpcai sweep --nodes 1,2,4,8 [--var batch_size=32,64] PAYLOAD` — scaling series.
 
 Without --submit every point runs now, one after another; with --submit each point becomes its
-own sbatch job (as `hpcai submit` writes it) and the command returns once all are queued, or with
+own batch job (sbatch, qsub or flux batch, as `hpcai submit` writes it) and the command returns once all are queued, or with
 --wait once all have ended, printing the results and scaling tables; --no-submit writes the
 scripts only. With --jube FILE.xml it writes the sweep as a JUBE benchmark instead and runs nothing
 (hpcai.run.jube).
@@ -9,6 +9,7 @@ scripts only. With --jube FILE.xml it writes the sweep as a JUBE benchmark inste
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import typer
@@ -50,7 +51,7 @@ def sweep(payload: str, nodes: str, var: list[str] | None, repeat: int, output_d
         runs = sw.submit_sweep(payload, node_list, variables, folder, base, submit=submit, repeat=repeat)
         for r in runs:  # stdout like `hpcai submit`: job ids, or the scripts with --no-submit
             out.print(r["job_id"] or r["script"], markup=False, soft_wrap=True)
-        what = "jobs submitted" if submit else "sbatch scripts written"
+        what = "jobs submitted" if submit else "batch scripts written"
         if submit and (wait or wait_timeout is not None):
             _wait(runs, folder, wait_timeout)
             return
@@ -83,15 +84,26 @@ def _jube(path: Path, payload: str, nodes: list[int], variables: dict[str, list[
 
 def _wait(runs: list[dict], folder: Path, timeout_s: float | None) -> None:
     """Wait for the sweep's jobs, show its tables, and exit 1 naming the points that did not complete."""
+    from hpcai import record
     from hpcai.run import jobs
     from hpcai.cli.results import show_cmd
     from hpcai.console import err
 
+    from hpcai.run.submit import SCRIPT, outcome
+
     err.print(f"sweep: waiting for {len(runs)} jobs in {folder} …", soft_wrap=True, markup=False)
-    jobs.wait_for_jobs([r["job_id"] for r in runs], timeout_s)
-    show_cmd([folder])
-    bad = [(r, jobs.final_state(Path(r["run_dir"]), r["job_id"] or "")) for r in runs]
-    bad = [(r, msg) for r, (state, msg) in bad if state != "completed"]
+    # Slurm's jobs are followed together (one squeue per poll); PBS's and Flux's one after another,
+    # within the one time limit
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+
+    def left() -> float | None:
+        return None if deadline is None else max(deadline - time.monotonic(), 0)
+
+    jobs.wait_for_jobs([r["job_id"] for r in runs if Path(r["script"]).name == SCRIPT], left())
+    ended = [(r, outcome(r["job_id"] or "", Path(r["run_dir"]), left())) for r in runs]
+    if any((Path(r["run_dir"]) / record.PLAN).exists() for r in runs):  # else no table: each point says why
+        show_cmd([folder])
+    bad = [(r, msg) for r, (state, msg) in ended if state != "completed"]
     for r, msg in bad:
         err.print(f"error: {r['nodes']} node(s), job {r['job_id']}: {msg}", soft_wrap=True, markup=False)
     if bad:

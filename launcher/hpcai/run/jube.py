@@ -12,8 +12,8 @@ headline, and the result table `hpcai` shows one row per point. The step, as JUB
         --output-dir record --done-file ready -- PAYLOAD "batch_size=$batch_size"     (done_file="ready")
     /venv/bin/hpcai results export record --json --output hpcai-result.json
 
-On a Slurm site the step is asynchronous, as CARAML's are: `jube run` submits every point and
-returns; the job's launch writes `ready` once its record is final, and `jube continue` then runs
+On a batch site (Slurm, PBS Pro, Flux) the step is asynchronous, as CARAML's are: `jube run`
+submits every point and returns; the job's launch writes `ready` once its record is final, and `jube continue` then runs
 the export of each point whose job has ended (`jube status` says FINISHED when all have). With
 `--wait` (or `--wait-timeout`) the step waits for its job instead (`hpcai submit --wait`), and
 elsewhere, or with --no-submit, it runs `hpcai launch` in place.
@@ -72,7 +72,7 @@ class JubeSweep:
     repeat: int
     options: tuple[str, ...]        # `hpcai launch` options every point shares (options_argv, no --nodes/-o)
     hpcai: tuple[str, ...]          # the argv that runs this hpcai, absolute
-    submit: bool                    # `hpcai submit` (Slurm), else `hpcai launch`
+    submit: bool                    # `hpcai submit` (Slurm, PBS Pro, Flux), else `hpcai launch`
     wait: bool = False              # submit: wait for the job in the step, not with JUBE's done_file
     wait_timeout: float | None = None
     outpath: str = "bench_run"      # where `jube run` puts its runs (relative: to the file's folder)
@@ -224,10 +224,11 @@ def make(payload: str, nodes: list[int], variables: dict[str, list[str]], repeat
                               "payload_vars": point["payload_vars"], "output_dir": str(probe)})
         plan = plan_launch(opts, check=False)
     assert plan is not None and opts is not None  # points() gives one at least
-    slurm = plan.backend.slurm
-    if submit and not slurm:
-        raise UsageError(f"--jube --submit needs a Slurm site; {plan.site} uses the {plan.backend.name} backend")
-    submit = slurm if submit is None else submit
+    batch = bool(plan.backend.batch)  # each step `hpcai submit`s its point: sbatch, qsub or flux batch
+    if submit and not batch:
+        raise UsageError(f"--jube --submit needs a Slurm, PBS Pro or Flux site; {plan.site} uses the "
+                         f"{plan.backend.name} backend")
+    submit = batch if submit is None else submit
     if (wait or wait_timeout is not None) and not submit:
         raise UsageError("--wait and --wait-timeout are for `hpcai submit`; this export runs `hpcai launch`")
     image = str(Path(opts.image).absolute()) if plan.runtime.image_is_file else opts.image

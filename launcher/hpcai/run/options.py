@@ -110,7 +110,7 @@ SWEEP = (Opt("nodes", ("--nodes", "-N"), help="Node counts, e.g. 1,2,4,8.", requ
          REPEAT,
          Opt("output_dir", ("--output-dir", "-o"), help="Sweep folder (default: runs/sweep-<time>)."),
          Opt("dry_run", ("--dry-run",), "flag", "List the points and exit."),
-         Opt("submit", ("--submit/--no-submit",), "switch", "One sbatch job per point (--no-submit: write the "
+         Opt("submit", ("--submit/--no-submit",), "switch", "One batch job per point (--no-submit: write the "
                                                             "scripts only) (default: run every point now)."),
          WAIT, WAIT_TIMEOUT,
          Opt("jube", ("--jube",), help="Write the sweep as a JUBE benchmark FILE.xml (run it with `jube run`) "

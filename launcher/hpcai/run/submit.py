@@ -120,7 +120,7 @@ def submit_plan(plan, opts, submit: bool = True) -> tuple[Path, str | None]:
     """
     from hpcai.run.environment import parse_env
 
-    _check_batch(plan, opts)
+    check_batch(plan, opts)
     run_dir = Path(plan.run_dir)
     opts.output_dir = str(run_dir)
     opts.done_file = plan.done_file  # absolute, as the plan checked it
@@ -200,7 +200,7 @@ def plan_record(opts, check: bool):
 
     while True:
         plan = plan_launch(opts, check=check)
-        _check_batch(plan, opts)  # what can be refused is refused before a script is written
+        check_batch(plan, opts)  # what can be refused is refused before a script is written
         batch_script(plan, replace(opts, output_dir=plan.run_dir), sys.executable)
         if opts.rest:  # what slurmrestd cannot carry, and a missing token, before anything is written
             from hpcai.run import rest
@@ -212,9 +212,10 @@ def plan_record(opts, check: bool):
             return plan
 
 
-def _check_batch(plan, opts) -> None:
+def check_batch(plan, opts, command: str = "submit") -> None:
+    """What no batch job of this plan can be: one line naming why."""
     if not plan.backend.batch:
-        raise UsageError(f"submit needs a Slurm, PBS Pro or Flux site; {plan.site} uses the {plan.backend.name} "
+        raise UsageError(f"{command} needs a Slurm, PBS Pro or Flux site; {plan.site} uses the {plan.backend.name} "
                          "backend")
     if plan.backend.batch != "slurm" and (opts.clusters or opts.rest):
         raise UsageError(f"{'--clusters' if opts.clusters else '--rest'} is Slurm's; this job goes to "
@@ -239,24 +240,31 @@ def wait_for(job: str, run_dir, timeout_s: float | None, rest_url: str = "") -> 
     from hpcai.run import jobs
 
     say(f"waiting for job {jobs.shown(job)} …")
-    if (Path(run_dir) / PBS_SCRIPT).exists():
+    state, message = outcome(job, Path(run_dir), timeout_s, rest_url)
+    say(f"job {jobs.shown(job)}: {message}\nrun record: {run_dir}")
+    return {"completed": 0, "cancelled": 130}.get(state, 1)
+
+
+def outcome(job: str, run_dir: Path, timeout_s: float | None, rest_url: str = "") -> tuple[str, str]:
+    """Wait for one job on the scheduler its script was written for; (state, message) from its
+    record, with what the scheduler says of a job that left no final status."""
+    from hpcai.run import jobs
+
+    if (run_dir / PBS_SCRIPT).exists():
         from hpcai.run import pbs
 
         pbs.wait(job, timeout_s)
-        state, message = jobs.final_state(run_dir, job, "")
-    elif (Path(run_dir) / FLUX_SCRIPT).exists():
+        return jobs.final_state(run_dir, job, "")
+    if (run_dir / FLUX_SCRIPT).exists():
         from hpcai.run import flux_batch
 
-        state, message = jobs.final_state(run_dir, job, flux_batch.wait(job, timeout_s), "Flux")
-    elif rest_url:
+        return jobs.final_state(run_dir, job, flux_batch.wait(job, timeout_s), "Flux")
+    if rest_url:
         from hpcai.run import rest
 
-        state, message = jobs.final_state(run_dir, job, rest.wait(rest_url, job, timeout_s))
-    else:
-        jobs.wait_for_jobs([job], timeout_s)
-        state, message = jobs.final_state(run_dir, job)
-    say(f"job {jobs.shown(job)}: {message}\nrun record: {run_dir}")
-    return {"completed": 0, "cancelled": 130}.get(state, 1)
+        return jobs.final_state(run_dir, job, rest.wait(rest_url, job, timeout_s))
+    jobs.wait_for_jobs([job], timeout_s)
+    return jobs.final_state(run_dir, job)
 
 
 def _site_sbatch(plan) -> tuple[str, ...]:

@@ -222,13 +222,14 @@ def run_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], s
 
 def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]], sweep_dir: Path,
                  base: dict[str, Any] | None = None, submit: bool = True, repeat: int = 1) -> list[dict[str, Any]]:
-    """One sbatch job per point (submit=False: write the scripts only); returns sweep.json's runs.
+    """One batch job per point, for the site's scheduler (sbatch, qsub or flux batch; submit=False:
+    write the scripts only); returns sweep.json's runs.
 
     Every point is planned before anything is submitted, so a bad option fails the whole sweep
     up front instead of leaving half a series queued.
     """
     from hpcai.run.plan import claimed_plan
-    from hpcai.run.submit import sbatch_script, submit_plan
+    from hpcai.run.submit import batch_script, check_batch, submit_plan
 
     sweep_dir = sweep_dir.absolute()  # claimed by the caller (claim)
     todo: list[tuple[dict[str, Any], Any, Any]] = []
@@ -239,9 +240,8 @@ def submit_sweep(payload: str, nodes: list[int], variables: dict[str, list[str]]
             opts = point_options(wanted)
             plan = claimed_plan(opts, check=submit)
             todo.append((point, opts, plan))  # its folder is claimed: given back if the sweep fails
-            if not plan.backend.slurm:
-                raise UsageError(f"sweep --submit needs a Slurm site; {plan.site} uses the {plan.backend.name} backend")
-            sbatch_script(plan, opts, sys.executable)  # a value no batch script can hold fails here
+            check_batch(plan, opts, "sweep --submit")
+            batch_script(plan, opts, sys.executable)  # a value no batch script can hold fails here
     except BaseException:
         for _, _, plan in todo:
             Path(plan.run_dir).rmdir()

@@ -97,7 +97,7 @@ CASES = [
     ([*SWEEP, "--env", "A B=1", "sanity"], 2, "--env 'A B=***': expected KEY=VALUE"),
     (["sweep", "--no-submit", "--nodes", "99999999", *SITE, "sanity"], 2, "--nodes must be between 1 and 100000"),
     (["sweep", "--no-submit", "--nodes", "1", "--site", "local", "--image", "x", "sanity"], 2,
-     "sweep --submit needs a Slurm site"),
+     "sweep --submit needs a Slurm, PBS Pro or Flux site"),
     (["sweep", "--nodes", "1,x", "--image", "x", "sanity"], 2, "--nodes must be a comma-separated list"),
     (["sweep", "--nodes", "0", "--image", "x", "sanity"], 2, "--nodes must list node counts >= 1"),
     (["sweep", "--nodes", "1", "--var", "novalue", "--image", "x", "sanity"], 2, "--var must look like NAME=V1,V2"),

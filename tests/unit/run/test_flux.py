@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from plan_helpers import CRAY, FakeHost, check_golden
+from plan_helpers import CRAY, FakeHost, check_golden, submit_secret_and_wait
 
 from hpcai.errors import UsageError
 from hpcai.run import flux_batch
@@ -123,11 +123,7 @@ def flux_tools(tmp_path, monkeypatch):
 
 def test_submit_flux_batches_and_waits_with_flux_jobs(hpcai, flux_tools, tmp_path, monkeypatch):
     monkeypatch.setenv("FLUX_STANDIN_STATE", "INACTIVE TIMEOUT")
-    sif, run = tmp_path / "x.sif", tmp_path / "r"
-    sif.write_bytes(b"")
-    res = hpcai("submit", "--site", "llnl-elcap", "--userns", "--image", str(sif), "-N", "2", "-o", str(run), "--wait",
-                "--cmd", "--", "tool", "--password", "s3cret")
-    assert res.exit_code == 1, res.stderr  # the stand-in job never wrote a final status
+    res, run = submit_secret_and_wait(hpcai, "llnl-elcap", tmp_path)
     assert res.stdout.strip() == "fStandIn1" and (run / "job_id").read_text() == "fStandIn1\n"
     calls = flux_tools.read_text().splitlines()
     # the secret reaches the job through the environment flux batch copies; ids in ASCII
@@ -172,3 +168,17 @@ def test_slurm_only_options_are_refused_for_flux(hpcai, tmp_path):
                     "--no-submit", "sanity")
         assert res.exit_code == 2 and "is Slurm's; this job goes to flux batch (the flux backend)" in res.stderr
         assert not (tmp_path / "r").exists()
+
+
+def test_a_sweep_submits_one_flux_job_per_point_and_follows_each(hpcai, flux_tools, tmp_path, monkeypatch):
+    monkeypatch.setenv("FLUX_STANDIN_STATE", "INACTIVE FAILED")
+    sif, folder = tmp_path / "x.sif", tmp_path / "sw"
+    sif.write_bytes(b"")
+    res = hpcai("sweep", "sanity", "--nodes", "1,2", "--site", "llnl-elcap", "--userns", "--image", str(sif),
+                "-o", str(folder), "--submit", "--wait", "--wait-timeout", "30")
+    assert res.exit_code == 1, res.stderr  # the stand-in jobs never wrote a final status
+    calls = flux_tools.read_text().splitlines()
+    scripts = sorted(folder.glob("*/submit.flux"))
+    assert len(scripts) == 2 and [c for c in calls if c.startswith("batch ")] == [f"batch {s}" for s in scripts]
+    assert sum(c.startswith("jobs -n -o") for c in calls) == 2
+    assert res.stderr.count("the job ended without a final status (Flux says FAILED)") == 2

@@ -76,7 +76,7 @@ def test_a_non_slurm_site_launches(hpcai, tmp_path):
     assert " launch --image /x.sif --site local " in run and "--wait" not in run and "--done-file" not in run
     res = hpcai("sweep", "--jube", str(tmp_path / "s.xml"), "--submit", "--nodes", "1", "--site", "local",
                 "--runtime", "apptainer", "--image", "/x.sif", "sanity")
-    assert res.exit_code == 2 and "needs a Slurm site" in res.stderr and not (tmp_path / "s.xml").exists()
+    assert res.exit_code == 2 and "needs a Slurm, PBS Pro or Flux site" in res.stderr and not (tmp_path / "s.xml").exists()
 
 
 @pytest.mark.parametrize("extra, message", [

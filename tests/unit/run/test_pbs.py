@@ -10,7 +10,7 @@ import os
 import shlex
 
 import pytest
-from plan_helpers import CRAY, check_golden
+from plan_helpers import CRAY, check_golden, submit_secret_and_wait
 
 from hpcai.errors import UsageError
 from hpcai.run import pbs
@@ -65,11 +65,7 @@ def pbs_tools(tmp_path, monkeypatch):
 
 def test_submit_on_a_pbs_site_qsubs_and_waits_with_qstat(hpcai, pbs_tools, tmp_path, monkeypatch):
     monkeypatch.setenv("PBS_STATE", "F")
-    sif, run = tmp_path / "x.sif", tmp_path / "r"
-    sif.write_bytes(b"")
-    res = hpcai("submit", "--site", "alcf-polaris", "--userns", "--image", str(sif), "-N", "2", "-o", str(run), "--wait",
-                "--cmd", "--", "tool", "--password", "s3cret")
-    assert res.exit_code == 1, res.stderr  # the stand-in job never wrote a final status
+    res, run = submit_secret_and_wait(hpcai, "alcf-polaris", tmp_path)
     assert res.stdout.strip() == "4242.polaris-pbs-01" and (run / "job_id").read_text() == "4242.polaris-pbs-01\n"
     calls = pbs_tools.read_text().splitlines()
     assert calls[0] == f"qsub {run / 'submit.pbs'}" and calls[1] == "secret=s3cret"  # -V hands it to the job

@@ -154,7 +154,7 @@ def test_cli_sweep_submit_calls_sbatch_per_point(tmp_path, hpcai, monkeypatch):
 def test_cli_sweep_submit_needs_slurm_site(tmp_path, hpcai):
     r = hpcai("sweep", "--no-submit", "--nodes", "1", "--site", "local", "--runtime", "docker",
               "--image", "img:1", "-o", str(tmp_path / "sw"), "mpi-allreduce")
-    assert r.exit_code == 2 and "needs a Slurm site" in r.stderr and "local backend" in r.stderr
+    assert r.exit_code == 2 and "needs a Slurm, PBS Pro or Flux site" in r.stderr and "local backend" in r.stderr
     assert not (tmp_path / "sw").exists()  # no half-written series: the folder it made is gone
 
 
