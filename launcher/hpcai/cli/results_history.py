@@ -93,7 +93,7 @@ def _table(payload: str, points) -> None:
         image = (p.image_digest[7:19] if p.image_digest.startswith("sha256:") else p.image_digest[:12]) or "-"
         changed = last is not None and p.image_digest != last
         last = p.image_digest
-        table.add_row(*map(cell, (p.started, p.name, p.site, f"{p.nodes}×{p.ranks // max(p.nodes, 1)}",
+        table.add_row(*map(cell, (p.started, p.name, p.where, f"{p.nodes}×{p.ranks // max(p.nodes, 1)}",
                                   f"{image} (new)" if changed else image, p.state,
                                   *(fmt(p.values.get(n)) for n in names))))
     print_table(table)

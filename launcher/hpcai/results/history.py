@@ -224,6 +224,12 @@ class Point:
     state: str
     values: dict[str, float | None]
     units: dict[str, str]
+    cluster: str = ""  # the Slurm cluster of a multi-cluster site ('' outside one)
+
+    @property
+    def where(self) -> str:
+        """The site, and the cluster where there is one: `jedi on beta`."""
+        return f"{self.site} on {self.cluster}" if self.cluster else self.site
 
 
 def point_of(rec) -> Point:
@@ -231,7 +237,7 @@ def point_of(rec) -> Point:
     metrics = [m for m in (rec.result.metrics if rec.result else ()) if m.measured]
     return Point(str(rec.status.get("started") or ""), rec.path.name, str(rec.plan.get("site") or "local"), rec.nodes,
                  rec.ranks, str(rec.plan.get("image_digest") or ""), rec.state,
-                 {m.name: m.value for m in metrics}, {m.name: m.unit for m in metrics})
+                 {m.name: m.value for m in metrics}, {m.name: m.unit for m in metrics}, str(rec.plan.get("cluster") or ""))
 
 
 QUERY_PREFIX = "history:"
@@ -269,19 +275,19 @@ def run_dirs(db: sqlite3.Connection, payload: str, site: str | None = None) -> l
 def series(db: sqlite3.Connection, payload: str, site: str | None = None,
            metrics: list[str] | None = None) -> list[Point]:
     """PAYLOAD's runs (on SITE), oldest first, with their metrics (only METRICS where named)."""
-    query = "SELECT id, started, name, site, nodes, ranks, image_digest, state FROM runs WHERE payload = ?"
+    query = "SELECT id, started, name, site, nodes, ranks, image_digest, state, cluster FROM runs WHERE payload = ?"
     args: list[Any] = [payload]
     if site:
         query += " AND site = ?"
         args.append(site)
     points = []
-    for run_id, started, name, run_site, nodes, ranks, digest, state in db.execute(query + " ORDER BY started, name",
-                                                                                    args):
+    for run_id, started, name, run_site, nodes, ranks, digest, state, cluster in db.execute(
+            query + " ORDER BY started, name", args):
         rows = db.execute("SELECT name, value, unit FROM metrics WHERE run_id = ? ORDER BY headline DESC, name",
                           (run_id,)).fetchall()
         chosen = [r for r in rows if not metrics or r[0] in metrics]
         points.append(Point(started, name, run_site, nodes, ranks, digest, state,
-                            {r[0]: r[1] for r in chosen}, {r[0]: r[2] for r in chosen}))
+                            {r[0]: r[1] for r in chosen}, {r[0]: r[2] for r in chosen}, cluster))
     return points
 
 

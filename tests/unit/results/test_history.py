@@ -18,6 +18,7 @@ from run_records import record
 
 from hpcai.errors import HpcaiError
 from hpcai.results import history
+from hpcai.results.loading import load
 
 
 def runs(root: Path, values=(100.0, 110.0, 90.0), digests=("sha256:aa", "sha256:aa", "sha256:bb")) -> Path:
@@ -64,6 +65,18 @@ def test_series_by_site_and_metric(tmp_path):
     assert [p.image_digest for p in points] == ["sha256:aa", "sha256:aa", "sha256:bb"]
     assert points[0].units == {"examples_per_sec": "ex/s"}
     assert history.metric_names(db, "ddp-bench") == ["examples_per_sec"]
+
+
+def test_a_run_of_a_multi_cluster_site_is_shown_with_its_cluster(tmp_path):
+    root = runs(tmp_path / "runs")
+    plan_file = root / "run2" / "plan.json"
+    plan_file.write_text(json.dumps({**json.loads(plan_file.read_text()), "cluster": "beta"}))
+    db = history.connect(tmp_path / "h.sqlite")
+    history.index([root], db)
+    assert [p.where for p in history.series(db, "ddp-bench")] == ["local", "local", "local on beta"]
+    assert history.point_of(load(root / "run2")).where == "local on beta"  # the report's points too
+    shown = hpcai("results", "history", "ddp-bench", "--db", str(tmp_path / "h.sqlite")).stdout
+    assert "local on beta" in shown and shown.count("local on") == 1
 
 
 def _index_in_a_process(args):
