@@ -99,6 +99,9 @@ def geometry(opts: LaunchOptions, site: SiteProfile, backend: Backend, env: dict
     mpi = site.mpi if opts.mpi is None else opts.mpi
     if mpi and mpi not in MPI_TYPES:
         raise unknown("mpi type", mpi, MPI_TYPES)
+    if opts.srun_args and not backend.slurm:  # else dropped without a word
+        raise UsageError(f"--srun-arg is for srun; the {backend.name} backend starts the ranks without it: "
+                         "drop it, or launch on a Slurm site")
     if backend.per_rank and opts.nodes != 1:
         raise UsageError(f"the local backend runs on this machine only: --nodes must be 1, got {opts.nodes}")
     return Geometry(

@@ -182,3 +182,10 @@ def test_a_sweep_submits_one_flux_job_per_point_and_follows_each(hpcai, flux_too
     assert len(scripts) == 2 and [c for c in calls if c.startswith("batch ")] == [f"batch {s}" for s in scripts]
     assert sum(c.startswith("jobs -n -o") for c in calls) == 2
     assert res.stderr.count("the job ended without a final status (Flux says FAILED)") == 2
+
+
+def test_srun_options_are_refused_off_slurm(hpcai, tmp_path):
+    for site in ("llnl-elcap", "alcf-polaris", "local"):
+        res = hpcai("launch", "--site", site, "--image", str(tmp_path / "x.sif"), "--srun-arg=--exclusive", "--dry-run",
+                    "sanity")
+        assert res.exit_code == 2 and res.stderr.count("\n") == 1 and "--srun-arg is for srun" in res.stderr, res.stderr
