@@ -1,5 +1,5 @@
 # hpcai — thin targets over the CLI. The virtualenv is created on first use.
-# Variables (all optional): WITH_MPI (1/0 or ompi/mpich/none), WITH_OFI, WITH_HVD, WITH_CXI, GPU_ARCHS (or CUDA_ARCHS), HPC_LIBS_DIR,
+# Variables (all optional): WITH_MPI (1/0 or ompi/mpich/none), WITH_OFI, WITH_HVD, WITH_CXI, WITH_SSH, GPU_ARCHS (or CUDA_ARCHS), HPC_LIBS_DIR,
 # PAYLOADS, NGC_VERSION, ROCM_VERSION, TAG, DOCKER (docker|podman), WHEELHOUSE, CA_BUNDLE.
 
 SHELL := /bin/bash
@@ -10,7 +10,7 @@ FLAVORS := pytorch-ngc tensorflow-ngc pytorch-rocm tensorflow-rocm pytorch-popla
 PYTEST_ARGS ?=
 
 # Make variables reach the CLI as environment variables (each CLI option names its envvar).
-export WITH_MPI WITH_OFI WITH_HVD WITH_CXI GPU_ARCHS CUDA_ARCHS HPC_LIBS_DIR PAYLOADS NGC_VERSION ROCM_VERSION TAG DOCKER WHEELHOUSE CA_BUNDLE
+export WITH_MPI WITH_OFI WITH_HVD WITH_CXI WITH_SSH GPU_ARCHS CUDA_ARCHS HPC_LIBS_DIR PAYLOADS NGC_VERSION ROCM_VERSION TAG DOCKER WHEELHOUSE CA_BUNDLE
 # Also read by the image commands: BASE_IMAGE, ARCH, APT_SOURCES, SOURCES_DIR, ALLOW_UNVERIFIED, HPCAI_REPOSITORY,
 # <COMPONENT>_VERSION (e.g. LIBFABRIC_VERSION). Every image option's variable: launcher/hpcai/image/options.py.
 export BASE_IMAGE ARCH APT_SOURCES SOURCES_DIR ALLOW_UNVERIFIED HPCAI_REPOSITORY LIBFABRIC_VERSION OPENMPI_VERSION MPICH_VERSION PMIX_VERSION AWS_OFI_NCCL_VERSION HOROVOD_VERSION

@@ -245,6 +245,20 @@ def mpich_cpu_image(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
+def ssh_cpu_image(tmp_path_factory) -> str:
+    """pytorch-cpu with --ssh 1 (an ssh server, for `hpcai export k8s`'s MPIJob workers) and the
+    flavor's own payloads: every layer before the ssh server's is pytorch_cpu_image's."""
+    return build_image("pytorch-cpu", tmp_path_factory.mktemp("build-ssh"), "--ssh", "1")
+
+
+@pytest.fixture(scope="session")
+def ssh_mpich_image(tmp_path_factory) -> str:
+    """mpich_cpu_image (--mpi mpich, sanity only) with --ssh 1."""
+    return build_image("pytorch-cpu", tmp_path_factory.mktemp("build-ssh-mpich"), "--mpi", "mpich",
+                       "--payloads", "sanity", "--ssh", "1")
+
+
+@pytest.fixture(scope="session")
 def ch_squashfs():
     """ch_squashfs(docker_tag, mount_points="") -> the image as a Charliecloud SquashFS file for
     ch-run, made by tests/infra/ch-image.sh (ch-convert; cached by image id in HPCAI_CH_CACHE, so

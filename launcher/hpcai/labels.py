@@ -21,6 +21,7 @@ MPI = "hpcai.mpi"                  # ompi | mpich | none: which PMI a Slurm step
 OFI = "hpcai.ofi"                  # 1 | 0: libfabric and the OFI NCCL/RCCL plugin built in
 HOROVOD = "hpcai.horovod"          # 1 | 0
 CXI = "hpcai.cxi"                  # 1 | 0: libfabric's cxi provider (Slingshot) built in
+SSH = "hpcai.ssh"                  # 1 | 0: an ssh server for launchers that start ranks over ssh (MPIJob)
 HPC_LIBS = "hpcai.hpc-libs"        # where baked site libraries are, "" when none
 PAYLOADS = "hpcai.payloads"        # the baked payloads, comma-separated
 PAYLOAD_VARIANTS = "hpcai.payload-variants"
@@ -38,7 +39,7 @@ def component(name: str) -> str:
 
 
 def switch(on: bool) -> str:
-    """How a built-in yes/no is written (OFI, HOROVOD, CXI)."""
+    """How a built-in yes/no is written (OFI, HOROVOD, CXI, SSH)."""
     return "1" if on else "0"
 
 

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 venv=${VENV:-.venv}
 PATH="$venv/bin:$PATH"
 
-mapfile -t scripts < <(git ls-files '*.sh' entrypoints/hpcai-entrypoint entrypoints/hpcai-shim .ci/run)
+mapfile -t scripts < <(git ls-files '*.sh' entrypoints/hpcai-entrypoint entrypoints/hpcai-shim entrypoints/hpcai-sshd .ci/run)
 echo "lint: shellcheck ${#scripts[@]} scripts" >&2
 shellcheck -x -P SCRIPTDIR "${scripts[@]}"
 

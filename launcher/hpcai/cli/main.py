@@ -26,9 +26,9 @@ _APP: Any = None
 # launch's (a unit test checks this table against what the modules register).
 COMMANDS = {"build": "build", "render": "build", "versions": "build", "inspect": "build", "sif": "build",
             "push": "registry", "login": "registry",
-            "sqsh": "sqsh", "edf": "edf", "launch": "launch", "submit": "launch", "stage": "stage", "sweep": "sweep",
+            "sqsh": "sqsh", "edf": "edf", "export": "export", "launch": "launch", "submit": "launch", "stage": "stage", "sweep": "sweep",
             "payloads": "payloads", "results": "results", "sites": "sites", "doctor": "doctor"}
-MODULES = ("build", "registry", "sqsh", "edf", "launch", "stage", "sweep", "payloads", "results", "sites", "doctor")  # help's order
+MODULES = ("build", "registry", "sqsh", "edf", "export", "launch", "stage", "sweep", "payloads", "results", "sites", "doctor")  # help's order
 
 
 def _build_app(modules: tuple[str, ...] = MODULES) -> Any:

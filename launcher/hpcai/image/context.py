@@ -107,7 +107,8 @@ def _fill(dest: Path, spec: ImageSpec, dockerfile: str, definition: str) -> None
         _copy_tree(spec.sources_dir, dest / "sources")
 
     entry = data_path("entrypoints")
-    for name in ("hpcai-entrypoint", "hpcai-lib.sh"):  # the entrypoint sources the library beside it
+    # The entrypoint sources the library beside it; -ssh images also get the ssh server's starter.
+    for name in ("hpcai-entrypoint", "hpcai-lib.sh", *(("hpcai-sshd",) if spec.ssh else ())):
         _link_or_copy(entry / name, dest / "runtime" / "bin" / name)
     (dest / "runtime" / "entrypoint.d").mkdir(parents=True)
     for hook in sorted((entry / "hooks.d").glob("*.sh")):

@@ -43,6 +43,7 @@ SWITCHES = (  # in the order their words appear in a tag (after the MPI's, befor
     Switch("ofi", True, labels.OFI, "noofi"),
     Switch("cxi", False, labels.CXI, "cxi"),
     Switch("horovod", False, labels.HOROVOD, "hvd"),
+    Switch("ssh", False, labels.SSH, "ssh"),
 )
 
 OPTIONS = (
@@ -54,6 +55,9 @@ OPTIONS = (
     ImageOption("cxi", ("--cxi",), ("WITH_CXI",),
                 "libfabric's cxi provider (HPE Slingshot) built in, from HPE's libcxi sources: 1/0. "
                 "Default 0 (the host's libfabric is swapped in at run time)."),
+    ImageOption("ssh", ("--ssh",), ("WITH_SSH",),
+                "An ssh server (hpcai-sshd) for launchers that start ranks over ssh, as Kubeflow's "
+                "MPIJob workers need (`hpcai export k8s`): 1/0. Default 0; the tag gets -ssh."),
     ImageOption("gpu_archs", ("--gpu-arch", "--cuda-arch"), ("GPU_ARCHS", "CUDA_ARCHS"),
                 "GPU architectures GPU payloads compile for: CUDA 90 or 80,90; ROCm gfx90a or "
                 "gfx90a,gfx942 (default: each payload's own list). --cuda-arch is the old name."),

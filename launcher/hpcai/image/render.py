@@ -162,6 +162,9 @@ def final_steps(spec: ImageSpec, hooks: list[PayloadHooks]) -> list[Step]:
         if h.runtime:
             steps.append(Step(f"payload {h.name} (runtime)", "payload-hook.sh", (h.name, h.runtime),
                               payload=h.name, files=h.files))
+    if spec.ssh:
+        # After the payloads' hooks, so an -ssh image shares every layer before this with its plain twin.
+        steps.append(Step("ssh server", "ssh-server.sh"))
     if spec.bakes_site_libs:
         steps.append(Step("site libraries", "hpc-libs.sh"))
     return steps

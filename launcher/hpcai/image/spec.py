@@ -62,6 +62,7 @@ class ImageSpec:
     ofi: bool = True
     horovod: bool = False
     cxi: bool = False  # libfabric's cxi provider built in (libcxi from HPE's sources)
+    ssh: bool = False  # an ssh server for launchers that start ranks over ssh (Kubeflow MPIJob workers)
     gpu_archs: tuple[str, ...] = ()  # GPU architectures payloads compile for (empty: their defaults)
     hpc_libs: Path | None = None
     payloads: tuple[str, ...] = ()
@@ -95,7 +96,7 @@ class ImageSpec:
     def traits(self) -> dict[str, object]:
         """What a component record's `when` reads (components.toml; `trait_names` lists the terms)."""
         return {"from_source": self.from_source, "ofi": self.ofi, "cxi": self.cxi, "horovod": self.horovod,
-                "mpi": self.mpi.value, "family": self.family}
+                "ssh": self.ssh, "mpi": self.mpi.value, "family": self.family}
 
     def stack(self) -> list[str]:
         """The components built into the image by their own install script, in build order: the
@@ -119,7 +120,7 @@ class ImageSpec:
     @property
     def variant(self) -> str:
         """Readable words for each way the build differs from the flavor's default, in the image
-        name as HPE keeps its `-hvd`/`-ss` images apart: -mpich|-nompi, -noofi, -cxi, -hvd, -arm64, -ss."""
+        name as HPE keeps its `-hvd`/`-ss` images apart: -mpich|-nompi, -noofi, -cxi, -hvd, -ssh, -arm64, -ss."""
         words = {Mpi.OMPI: [], Mpi.MPICH: ["mpich"], Mpi.NONE: ["nompi"]}[self.mpi]
         words += [s.word for s in SWITCHES if getattr(self, s.name) != s.default]
         words += [w for w, on in (("arm64", self.arch != "amd64"), ("ss", self.bakes_site_libs)) if on]
@@ -201,7 +202,7 @@ def base_image(fl: Flavor, base: str | None, ngc_version: str | None, rocm_versi
 
 def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
               mpi: str | None = None, ofi: str | None = None, horovod: str | None = None,
-              cxi: str | None = None, gpu_archs: str | None = None, hpc_libs: str | None = None, payloads: str | None = None,
+              cxi: str | None = None, ssh: str | None = None, gpu_archs: str | None = None, hpc_libs: str | None = None, payloads: str | None = None,
               ngc_version: str | None = None, rocm_version: str | None = None,
               sets: list[str] | None = None, allow_unverified: bool = False, variants: list[str] | None = None,
               repository: str | None = None, tag: str | None = None,
@@ -216,7 +217,7 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
         raise unknown("architecture", arch, ARCHES)
     check_image_options(base, ngc_version, rocm_version, repository, tag)
     chosen_mpi = parse_mpi(mpi)
-    given = {"ofi": ofi, "horovod": horovod, "cxi": cxi}
+    given = {"ofi": ofi, "horovod": horovod, "cxi": cxi, "ssh": ssh}
     on = {s.name: parse_switch(f"{variable(s.name)} value", given[s.name], default=s.default) for s in SWITCHES}
     with_ofi, with_hvd, with_cxi = on["ofi"], on["horovod"], on["cxi"]
     if with_hvd and chosen_mpi is Mpi.NONE:
@@ -224,6 +225,9 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
     if with_hvd and fl.family == "poplar":
         raise UsageError("Horovod is not supported on pytorch-poplar; valid flavors for Horovod: "
                          + ", ".join(n for n, f in flavors().items() if f.family != "poplar"))
+    if on["ssh"] and chosen_mpi is Mpi.NONE:
+        raise UsageError("--ssh (WITH_SSH) serves MPI launchers that start ranks over ssh; "
+                         "choose --mpi ompi|mpich with it")
     if with_cxi and (fl.family == "cpu" or not with_ofi):
         raise UsageError("--cxi (WITH_CXI) builds libfabric's cxi provider, which needs libfabric built from "
                          "source: a GPU flavor (" + ", ".join(n for n, f in flavors().items() if f.family != "cpu")
@@ -254,7 +258,7 @@ def make_spec(flavor_name: str, *, base: str | None = None, arch: str = "amd64",
         extra["git_sha"] = sha
     spec = ImageSpec(
         flavor=fl, base=base_image(fl, base, ngc_version, rocm_version), arch=arch,
-        mpi=chosen_mpi, ofi=with_ofi, horovod=with_hvd, cxi=with_cxi, gpu_archs=archs, hpc_libs=libs, payloads=chosen_payloads,
+        mpi=chosen_mpi, ofi=with_ofi, horovod=with_hvd, cxi=with_cxi, ssh=on["ssh"], gpu_archs=archs, hpc_libs=libs, payloads=chosen_payloads,
         payload_variants=chosen_variants, components=tuple(sorted(sources.items())),
         framework_requirement=components.python_requirement(fl.framework) if fl.family == "cpu" else "",
         repository=(repository or "hpcai").rstrip("/"), tag_override=tag or "",

@@ -96,6 +96,7 @@ LABEL org.opencontainers.image.title="hpcai pytorch-cpu" \
       hpcai.ofi="1" \
       hpcai.cxi="0" \
       hpcai.horovod="0" \
+      hpcai.ssh="0" \
       hpcai.hpc-libs="" \
       hpcai.payloads="sanity,mpi-allreduce" \
       hpcai.stack="debian-packages" \

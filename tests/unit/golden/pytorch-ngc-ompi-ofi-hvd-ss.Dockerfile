@@ -129,6 +129,7 @@ LABEL org.opencontainers.image.title="hpcai pytorch-ngc" \
       hpcai.ofi="1" \
       hpcai.cxi="0" \
       hpcai.horovod="1" \
+      hpcai.ssh="0" \
       hpcai.hpc-libs="/opt/hpcai/hpc-libs" \
       hpcai.payloads="sanity,nccl-tests,osu" \
       hpcai.stack="source" \

@@ -102,6 +102,7 @@ LABEL org.opencontainers.image.title="hpcai tensorflow-rocm" \
       hpcai.ofi="1" \
       hpcai.cxi="0" \
       hpcai.horovod="0" \
+      hpcai.ssh="0" \
       hpcai.hpc-libs="" \
       hpcai.payloads="sanity,osu" \
       hpcai.stack="source" \
