@@ -14,6 +14,9 @@ What it does is what kubeflow/mpi-operator's controller does (pkg/controller/mpi
 - a worker with no command runs `/usr/sbin/sshd -De`;
 - launcherCreationPolicy WaitForWorkersReady: the launcher starts once every worker's readiness
   probe (tcpSocket) answers.
+Left out: the pods' DNS search path (docker's network aliases give the same names), the Secret's
+mount through links (a read-only bind mount of the key files here), and the empty
+NVIDIA_VISIBLE_DEVICES the operator sets on a launcher (no GPU here).
 """
 
 from __future__ import annotations
@@ -107,8 +110,10 @@ def run_mpijob(job: dict, work: Path, timeout: float = 600) -> MpiJobRun:
             started.append(cname)
         _wait_ready(started, worker_t["containers"][0], timeout=120)
         launcher_args, launcher_env = _docker_args(launcher_t["containers"][0], _launcher_env(impl, slots))
+        # the launcher is in the job's service too (MPICH's proxies connect back to it by name)
         res = subprocess.run(["docker", "run", "--rm", "--name", f"{name}-launcher-{tag}", "--hostname",
-                              f"{name}-launcher", "--network", net, *ssh_mount, "-v", f"{hostfile}:{HOSTFILE}:ro",
+                              f"{name}-launcher", "--network", net, "--network-alias", f"{name}-launcher.{name}",
+                              "--network-alias", f"{name}-launcher", *ssh_mount, "-v", f"{hostfile}:{HOSTFILE}:ro",
                               *launcher_args], capture_output=True, text=True, timeout=timeout, check=False,
                              env={**_host_env(), **launcher_env})
         logs = [_run("docker", "logs", c).stderr for c in started]

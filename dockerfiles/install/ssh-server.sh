@@ -32,9 +32,10 @@ CONF
 # miss the image's PATH, library paths, HPCAI_* and the base's CUDA/NCCL/ROCm variables, and the
 # pod's env. hpcai-sshd writes the container's environment to a root-only file; bash, when sshd
 # runs it, reads /etc/bash.bashrc and ~/.bashrc only (not BASH_ENV), so the first line of
-# bash.bashrc reads that file, before the file's return for non-interactive shells.
+# bash.bashrc reads that file, before the file's return for non-interactive shells, once per
+# session (the file sets HPCAI_SSHD_ENVIRONMENT).
 # shellcheck disable=SC2016 # written as it is: the session's bash expands it
-line='if [ -n "${SSH_CONNECTION:-}" ] && [ -r /run/hpcai-sshd/environment ]; then . /run/hpcai-sshd/environment; fi'
+line='if [ -n "${SSH_CONNECTION:-}" ] && [ -z "${HPCAI_SSHD_ENVIRONMENT:-}" ] && [ -r /run/hpcai-sshd/environment ]; then . /run/hpcai-sshd/environment; fi'
 touch /etc/bash.bashrc
 printf '%s\n%s\n' "# hpcai --ssh 1: ssh sessions get the container's environment (hpcai-sshd)" "$line" \
   | cat - /etc/bash.bashrc >/etc/bash.bashrc.new

@@ -31,9 +31,16 @@ SSH_PORT = 22
 MASTER_PORT = "29500"  # torch's default; the pods are the job's own, so no other job shares it
 # mpiImplementation, and the launcher's command for each image MPI (hpcai.mpi label / --mpi).
 MPI = {"ompi": "OpenMPI", "mpich": "MPICH"}
+# Open MPI's launcher runs as root in the pod; and the hostfile's names are full ones
+# (NAME-worker-I.NAME.NAMESPACE.svc), which Open MPI would cut at the first dot: the launcher
+# cannot resolve the short name. The operator keeps them for Open MPI 4 only
+# (OMPI_MCA_orte_keep_fqdn_hostnames); PRRTE, Open MPI 5's runtime, reads its own variable.
+OMPI_LAUNCHER_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                     "PRTE_MCA_prte_keep_fqdn_hostnames": "1"}
 GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}  # the device plugins' resource names
 FAMILY_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
-DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # RFC 1123: pods' host names, namespaces
+SERVICE_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")  # RFC 1035: a Service's name
 DNS_LABEL_MAX = 63
 
 
@@ -64,14 +71,30 @@ class MpiJobRequest:
         return f"{self.name}-worker-{index}.{self.name}"
 
 
-def check_name(name: str, workers: int) -> None:
-    """The job's name makes the pods' host names: NAME-worker-<last> must be a DNS label (the
-    operator's validation refuses the job otherwise)."""
-    last = f"{name}-worker-{workers - 1}"
-    if not DNS_LABEL.fullmatch(name) or len(last) > DNS_LABEL_MAX:
-        raise UsageError(f"--name {name!r}: the worker pods' names ({last}) must be DNS labels: lower-case "
-                         f"letters, digits and '-', starting and ending with a letter or digit, at most "
-                         f"{DNS_LABEL_MAX} characters")
+def check_request(req: MpiJobRequest) -> None:
+    """What the job names, checked before anything is written: the image reference (it goes into
+    the job), the job's name and namespace. NAME is the headless Service's name, a DNS-1035 label
+    (a letter first), and NAME-worker-<last> each worker's host name, a DNS label: the operator
+    refuses the job, or fails to make its Service, otherwise."""
+    from hpcai.errors import shaped
+    from hpcai.image.values import IMAGE_REF, REF_SHAPE
+
+    shaped("--image", req.image, IMAGE_REF, REF_SHAPE)
+    last = f"{req.name}-worker-{req.workers - 1}"
+    if not SERVICE_NAME.fullmatch(req.name) or len(last) > DNS_LABEL_MAX:
+        raise UsageError(f"--name {req.name!r}: the job's service and worker pods ({last}) need DNS names: "
+                         f"lower-case letters, digits and '-', a letter first, a letter or digit last, at "
+                         f"most {DNS_LABEL_MAX} characters")
+    if req.namespace and (not DNS_LABEL.fullmatch(req.namespace) or len(req.namespace) > DNS_LABEL_MAX):
+        raise UsageError(f"--namespace {req.namespace!r}: not a Kubernetes namespace name (lower-case letters, "
+                         f"digits and '-', at most {DNS_LABEL_MAX} characters)")
+
+
+def deadline(limit: str) -> int:
+    """--time as activeDeadlineSeconds; 0 (none) for no limit, or UNLIMITED/infinite as Slurm reads them."""
+    from hpcai.run.timelimits import seconds
+
+    return 0 if not limit or limit.lower() in ("unlimited", "infinite") else seconds(limit)
 
 
 def default_name(payload: str) -> str:
@@ -82,6 +105,8 @@ def default_name(payload: str) -> str:
 def image_facts(labels: dict[str, str], image: str, mpi: str | None, vendor: str | None) -> tuple[str, str]:
     """(mpi, vendor) for the job: from the image's labels when the local engine has the image
     (it must have the ssh server and an MPI), else from --mpi/--gpu-vendor (defaults ompi, nvidia)."""
+    if mpi is not None and mpi not in MPI:
+        raise unknown("MPI", mpi, MPI)
     if labels:
         if labels.get(label.SSH) != "1":
             raise UsageError(f"image {image} has no ssh server (label {label.SSH}={labels.get(label.SSH, 'unset')}), "
@@ -95,8 +120,6 @@ def image_facts(labels: dict[str, str], image: str, mpi: str | None, vendor: str
         if vendor and family_vendor and vendor != family_vendor:
             raise UsageError(f"--gpu-vendor {vendor}: image {image} is built for {family_vendor} GPUs")
         return found, vendor or family_vendor or "nvidia"
-    if mpi is not None and mpi not in MPI:
-        raise unknown("MPI", mpi, MPI)
     return mpi or "ompi", vendor or "nvidia"
 
 
@@ -121,7 +144,7 @@ def _container(name: str, image: str, command: list[str], env: dict[str, str], *
 def mpijob(req: MpiJobRequest) -> dict:
     """The MPIJob, as a dict in the CRD's shape (kubeflow.org_mpijobs.yaml, v2beta1)."""
     rank_env = {"MASTER_ADDR": req.worker_host(0), "MASTER_PORT": MASTER_PORT}
-    launcher_env = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"} if req.mpi == "ompi" else {}
+    launcher_env = OMPI_LAUNCHER_ENV if req.mpi == "ompi" else {}
     limits = {GPU_RESOURCES[req.vendor]: req.gpus} if req.gpus else {}
     worker = _container(
         "worker", req.image, [SSHD], rank_env,

@@ -73,11 +73,14 @@ def test_the_image_has_no_host_keys_and_each_worker_makes_its_own(ssh_cpu_image)
     sh = ["docker", "run", "--rm", "--entrypoint", "bash", ssh_cpu_image, "-c"]
     res = subprocess.run([*sh, "ls /etc/ssh/ssh_host_* 2>&1; true"], capture_output=True, text=True, timeout=120)
     assert "No such file" in res.stdout, res.stdout
-    start = ("/opt/hpcai/bin/hpcai-sshd & sleep 1; stat -c %a /run/hpcai-sshd/environment; "
-             "grep -c '^export PATH=' /run/hpcai-sshd/environment; ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub")
+    env_file = "/run/hpcai-sshd/environment"
+    start = (f"/opt/hpcai/bin/hpcai-sshd & sleep 1; stat -c %a {env_file}; grep -c '^export PATH=' {env_file}; "
+             f"tail -n1 {env_file}; ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub")
     first, second = (subprocess.run([*sh, start], capture_output=True, text=True, timeout=120) for _ in range(2))
-    assert first.stdout.splitlines()[:2] == ["600", "1"], first.stdout + first.stderr
-    assert first.stdout.splitlines()[2] != second.stdout.splitlines()[2]  # a new host key at each start
+    # root's alone; the image's PATH; and last the mark that a session has read it (read once)
+    assert first.stdout.splitlines()[:3] == ["600", "1", f"export HPCAI_SSHD_ENVIRONMENT={env_file}"], \
+        first.stdout + first.stderr
+    assert first.stdout.splitlines()[3] != second.stdout.splitlines()[3]  # a new host key at each start
 
 
 def test_a_rank_sees_the_pods_environment_over_ssh(ssh_cpu_image, tmp_path):
@@ -86,12 +89,13 @@ def test_a_rank_sees_the_pods_environment_over_ssh(ssh_cpu_image, tmp_path):
     job = yaml.safe_load(export("sanity", "--image", ssh_cpu_image, "-N", "1").stdout)
     launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     launcher["args"] = launcher["args"][:launcher["args"].index("--bind-to") + 2] + [
-        "bash", "-c", 'echo "path=$PATH master=$MASTER_ADDR python=$(command -v python)"']
+        "bash", "-c", 'echo "path=$PATH master=$MASTER_ADDR python=$(command -v python) umask=$(umask)"']
     run = run_mpijob(job, tmp_path)
     assert run.returncode == 0, run.stderr
     assert "path=/opt/hpcai/bin:/opt/hpcai/venv/bin:" in run.stdout, run.stdout
     assert "master=hpcai-sanity-worker-0.hpcai-sanity " in run.stdout
     assert "python=/opt/hpcai/venv/bin/python" in run.stdout
+    assert "umask=0022" in run.stdout  # hpcai-sshd's own 077 (its keys, the file) does not reach the ranks
 
 
 def test_an_image_without_ssh_server_is_refused(pytorch_cpu_image):

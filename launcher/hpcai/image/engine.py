@@ -58,6 +58,23 @@ def _local_images(binary: str) -> list[str]:
     return sorted({t for t in res.stdout.split() if "<none>" not in t})
 
 
+def local_labels(image: str, binaries: tuple[str, ...] = ("docker", "podman")) -> dict[str, str]:
+    """IMAGE's labels from the first of BINARIES that has it; {} when none has it, or none runs
+    here (`hpcai export k8s` writes for images that may live only in a registry)."""
+    import shutil
+
+    from hpcai.errors import HpcaiError
+
+    for binary in binaries:
+        try:
+            attrs = _inspect(binary, image) if shutil.which(binary) else None
+        except HpcaiError:
+            attrs = None
+        if attrs is not None:
+            return dict((attrs.get("Config") or {}).get("Labels") or {})
+    return {}
+
+
 def image_labels(binary: str, image: str) -> dict[str, str]:
     """Labels of a local image (hpcai.payloads, component versions); exit 2 when it is missing."""
     attrs = _inspect(binary, image)

@@ -57,7 +57,7 @@ def trait_names() -> list[str]:
     """The terms a component record's `when` may use: ImageSpec.traits' switches, and its valued
     traits as `mpi:<value>` / `family:<value>` (the families flavors.toml names)."""
     families = dict.fromkeys(f.family for f in flavors().values())
-    return ["from_source", "ofi", "cxi", "horovod", "ssh", *(f"mpi:{m.value}" for m in Mpi),
+    return ["from_source", "ofi", "cxi", "horovod", *(f"mpi:{m.value}" for m in Mpi),
             *(f"family:{f}" for f in families)]
 
 

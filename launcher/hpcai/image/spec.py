@@ -96,7 +96,7 @@ class ImageSpec:
     def traits(self) -> dict[str, object]:
         """What a component record's `when` reads (components.toml; `trait_names` lists the terms)."""
         return {"from_source": self.from_source, "ofi": self.ofi, "cxi": self.cxi, "horovod": self.horovod,
-                "ssh": self.ssh, "mpi": self.mpi.value, "family": self.family}
+                "mpi": self.mpi.value, "family": self.family}
 
     def stack(self) -> list[str]:
         """The components built into the image by their own install script, in build order: the

@@ -56,7 +56,8 @@ def payload_call(opts: LaunchOptions, valid: list[str] | None, family: str | Non
         values = manifest.validate_vars(overrides, family=family, profiles=opts.profiles)
         needs_mpi = manifest.needs_mpi
         srun_args = manifest.srun_args(opts.profiles)
-        facts = {name: getattr(site, name) for name in payload_rules.SITE_FACTS} if site else {}
+        # Without a site (`hpcai export k8s`) a site fact is empty: rows that select on it pick nothing.
+        facts = {name: getattr(site, name) if site else "" for name in payload_rules.SITE_FACTS}
         launch = manifest.launch_defaults(opts.profiles, values, facts)
     profile_args = [arg for name in opts.profiles for arg in ("--profile", name)]
     command = [RUNNER, *profile_args, opts.payload, *(f"{k}={v}" for k, v in overrides.items())]

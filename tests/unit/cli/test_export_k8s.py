@@ -28,7 +28,7 @@ CUDA = {"hpcai.ssh": "1", "hpcai.mpi": "ompi", "hpcai.family": "cuda", "hpcai.pa
 def labels(monkeypatch):
     """Stand-in for the local engine's `image inspect` (the real one: tests/integration)."""
     found: dict[str, str] = {}
-    monkeypatch.setattr("hpcai.cli.export.local_labels", lambda image: dict(found))
+    monkeypatch.setattr("hpcai.image.engine.local_labels", lambda image: dict(found))
     return found
 
 
@@ -97,7 +97,8 @@ def test_gpu_job_has_slots_gpus_and_the_entrypoint(hpcai, labels):
     assert launcher["args"] == ["--hostfile", "/etc/mpi/hostfile", "-np", "32", "--map-by", "ppr:8:node",
                                 "--bind-to", "none", "/opt/hpcai/bin/hpcai-entrypoint", "/opt/hpcai/bin/hpcai-bench",
                                 "nccl-tests"]
-    assert {e["name"] for e in launcher["env"]} == {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"}
+    assert {e["name"]: e["value"] for e in launcher["env"]} == {
+        "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "PRTE_MCA_prte_keep_fqdn_hostnames": "1"}
     assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
     assert spec["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 0}
 
@@ -124,6 +125,19 @@ def test_cpu_job_without_labels_says_nothing_was_checked(hpcai, labels):
                            "(an ssh server, MPI ompi, payload ddp-bench)")
 
 
+def test_a_payload_profile_gives_nodes_and_time_as_launch_takes_them(hpcai, labels):
+    """CARAML's megatron-gpt sizes: 13B runs on 44 nodes for 15 minutes unless -N/--time say otherwise."""
+    labels.update({**CUDA, "hpcai.payloads": "megatron-gpt"})
+    job, _ = written(hpcai, "megatron-gpt", "--profile", "caraml", "model_size=13B", "--image", IMAGE,
+                     "--gpus-per-node", "4")
+    assert job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 44
+    assert job["spec"]["runPolicy"]["activeDeadlineSeconds"] == 900
+    job, _ = written(hpcai, "megatron-gpt", "--profile", "caraml", "model_size=13B", "--image", IMAGE,
+                     "--gpus-per-node", "4", "-N", "2", "--time", "UNLIMITED")
+    assert job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
+    assert "activeDeadlineSeconds" not in job["spec"]["runPolicy"]
+
+
 def test_output_file(hpcai, labels, tmp_path):
     labels.update(CUDA)
     out = tmp_path / "job.yaml"
@@ -141,10 +155,17 @@ def test_output_file(hpcai, labels, tmp_path):
     (CUDA, ["--gpu-vendor", "amd"], f"--gpu-vendor amd: image {IMAGE} is built for nvidia GPUs"),
     ({}, ["--gpu-vendor", "intel"], "unknown GPU vendor 'intel'"),
     ({}, ["--mpi", "impi"], "unknown MPI 'impi'"),
-    (CUDA, ["--name", "Big_Job"], "--name 'Big_Job': the worker pods' names (Big_Job-worker-0) must be DNS labels"),
-    (CUDA, ["--name", "a" * 55, "-N", "100"], "must be DNS labels"),
+    (CUDA, ["--mpi", "impi"], "unknown MPI 'impi'"),
+    (CUDA, ["--name", "Big_Job"], "--name 'Big_Job': the job's service and worker pods (Big_Job-worker-0) need DNS names"),
+    (CUDA, ["--name", "1job"], "--name '1job': the job's service"),  # a Service's name starts with a letter
+    (CUDA, ["--name", "a" * 55, "-N", "100"], "need DNS names"),
     (CUDA, ["--namespace", "ml/x"], "--namespace 'ml/x': not a Kubernetes namespace name"),
-    (CUDA, ["--time", "soon"], "--time 'soon': not a time Slurm takes"),
+    (CUDA, ["--namespace", "n" * 64], "not a Kubernetes namespace name"),
+    (CUDA, ["--time", "soon"], "--time 'soon': expected minutes"),
+    (CUDA, ["-N", "0"], "--nodes must be between 1 and 100000, got 0"),
+    (CUDA, ["-N", "3000000000"], "--nodes must be between 1 and 100000"),
+    (CUDA, ["--ranks-per-node", "0"], "--ntasks-per-node must be between 1 and 4096, got 0"),
+    (CUDA, ["--gpus-per-node", "-1"], "--gpus-per-node must be between 0 and"),
     (CUDA, ["nope=1"], "nope"),
     (CUDA, ["--profile", "huge"], "payload sanity has no profile 'huge'"),
 ])
