@@ -26,6 +26,7 @@ from registry_env import hpcai, login, private_home, run
 pytestmark = [pytest.mark.slurm, pytest.mark.registry, pytest.mark.docker, pytest.mark.apptainer]
 BASE = os.environ.get("HPCAI_DEBIAN_BASE", "debian:bookworm-slim")
 NODES = ("nid001", "nid002", "nid003", "nid004")
+SLURM_LOGS = Path(os.environ.get("HPCAI_SLURM_LOGS", "/var/log/hpcai-slurm"))  # slurm-up.sh's
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +51,36 @@ def staged(env: dict[str, str], *args: str, nodes: int = 4) -> dict:
     """`hpcai stage --json ARGS` inside an allocation of NODES nodes."""
     res = run("salloc", "-N", str(nodes), "-w", f"nid[001-{nodes:03d}]", "--quiet", sys.executable, "-m", "hpcai",
               "stage", "--json", *args, env=env)
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 0, res.stderr + slurmd_logs(NODES[:nodes])
     return json.loads(res.stdout)
+
+
+def slurmd_logs(nodes) -> str:
+    """The last lines of each node's slurmd log: why a node refused a broadcast, in the failure."""
+    tails = []
+    for node in nodes:
+        log = SLURM_LOGS / f"slurmd-{node}.log"
+        lines = log.read_text(errors="replace").splitlines()[-15:] if log.is_file() else ["(no log)"]
+        tails.append(f"--- {log}\n" + "\n".join(lines))
+    return "\n" + "\n".join(tails)
+
+
+def parts_left(env: dict[str, str]) -> list[Path]:
+    """Broadcast parts on any node's disk under this env's node cache."""
+    return [part for node in NODES for part in on_node(env, node, ".").glob(".*.part-*")]
+
+
+def with_sbcast(env: dict[str, str], tmp_path: Path, body: str) -> tuple[dict[str, str], Path]:
+    """ENV with an `sbcast` first on PATH running the shell BODY ($real: the real sbcast; $calls:
+    a file with a line per call), and a node cache of its own, cold on every node."""
+    real = shutil.which("sbcast", path=env["PATH"])
+    calls = tmp_path / "sbcast-calls"
+    wrapper = tmp_path / "bin" / "sbcast"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"#!/bin/sh\nreal={real}\ncalls={calls}\necho \"$*\" >> \"$calls\"\n{body}\n")
+    wrapper.chmod(0o755)
+    cache = f"{env['HPCAI_NODE_CACHE']}-{tmp_path.name[-12:]}"
+    return {**env, "PATH": f"{wrapper.parent}:{env['PATH']}", "HPCAI_NODE_CACHE": cache}, calls
 
 
 def sha256(path: Path) -> str:
@@ -168,3 +197,44 @@ def test_an_oras_artifact_and_a_file_stage_by_their_own_digests(env, tmp_path):
     out = staged(env, str(mine), nodes=2)
     assert out["site_copy"] == str(mine) and Path(out["path"]).name == f"sha256-{sha256(mine)}.sqsh"
     assert sha256(on_node(env, "nid002", Path(out["path"]).name)) == sha256(mine)
+
+
+# A node that refuses a transfer: the real sbcast sends the part, then this one fails as sbcast did
+# once in CI ("REQUEST_FILE_BCAST(nid001): Unspecified error"), so a part is on every node's disk.
+REFUSE = '"$real" "$@"; echo "sbcast: error: REQUEST_FILE_BCAST(nid001): Unspecified error" >&2; exit 255'
+
+
+def test_a_refused_broadcast_is_tried_again_and_leaves_no_part(env, tmp_path):
+    once, calls = with_sbcast(env, tmp_path, f'[ "$(wc -l < "$calls")" -gt 1 ] && exec "$real" "$@"\n{REFUSE}')
+    res = run("salloc", "-N", "2", "-w", "nid[001-002]", "--quiet", sys.executable, "-m", "hpcai", "stage",
+              "--json", "--runtime", "apptainer", IMAGE, env=once)
+    assert res.returncode == 0, res.stderr
+    assert "warning: sbcast failed (sbcast exit 255): sbcast: error: REQUEST_FILE_BCAST(nid001): Unspecified " \
+           "error; the part sent was removed from every node, trying once more" in res.stderr
+    out = json.loads(res.stdout)
+    assert len(calls.read_text().splitlines()) == 2 and sorted(out["cold"]) == ["nid001", "nid002"]
+    for node in ("nid001", "nid002"):
+        assert sha256(on_node(once, node, Path(out["path"]).name)) == sha256(Path(out["site_copy"]))
+    assert parts_left(once) == []
+
+
+def test_a_broadcast_refused_twice_fails_in_one_line_and_leaves_no_part(env, tmp_path):
+    always, calls = with_sbcast(env, tmp_path, REFUSE)
+    res = run("salloc", "-N", "2", "-w", "nid[001-002]", "--quiet", sys.executable, "-m", "hpcai", "stage",
+              "--runtime", "apptainer", IMAGE, env=always)
+    assert res.returncode == 1 and res.stdout == ""
+    said = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert said == ["error: sbcast failed (sbcast exit 255): sbcast: error: REQUEST_FILE_BCAST(nid001): Unspecified "
+                    "error (tried 2 times; the parts sent were removed from every node; that node's slurmd log says "
+                    "why)"], res.stderr
+    assert len(calls.read_text().splitlines()) == 2 and "Traceback" not in res.stderr
+    assert parts_left(always) == [] and not list(on_node(always, "nid001", ".").glob("sha256-*"))
+
+
+def test_an_interrupted_broadcast_leaves_no_part(env, tmp_path):
+    """Ctrl-C while sbcast runs (here: once the part is on every node): hpcai removes it and ends 130."""
+    stopped, _ = with_sbcast(env, tmp_path, '"$real" "$@"; kill -INT "$PPID"; sleep 60')
+    res = run("salloc", "-N", "2", "-w", "nid[001-002]", "--quiet", sys.executable, "-m", "hpcai", "stage",
+              "--runtime", "apptainer", IMAGE, env=stopped)
+    assert res.returncode == 130 and "Traceback" not in res.stderr, res.stderr
+    assert parts_left(stopped) == [] and not list(on_node(stopped, "nid001", ".").glob("sha256-*"))

@@ -104,7 +104,7 @@ def _open(path: Path) -> sqlite3.Connection:
         raise HpcaiError(f"{path}: a history database of a newer hpcai (schema {version}, this one reads up to "
                          f"{VERSION}); use that hpcai, or set {DB_ENV} to another file")
     if version < VERSION:
-        db.execute("PRAGMA journal_mode = WAL")  # concurrent launches write while others read
+        _use_wal(db)
         db.execute("BEGIN IMMEDIATE")
         try:
             version = db.execute("PRAGMA user_version").fetchone()[0]  # another writer may have migrated
@@ -117,6 +117,23 @@ def _open(path: Path) -> sqlite3.Connection:
             db.execute("ROLLBACK")
             raise
     return db
+
+
+def _use_wal(db: sqlite3.Connection) -> None:
+    """WAL, so concurrent launches write while others read. Switching a new file to it takes an
+    exclusive lock, and SQLite answers "database is locked" at once, without waiting out the busy
+    timeout, to the second of two processes switching together (it holds a shared lock the first
+    one waits on): tried again until that timeout. Six processes opening one new file saw it in a
+    round of three."""
+    deadline = time.monotonic() + BUSY_MS / 1000
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _newest_mtime(run_dir: Path) -> int:

@@ -10,6 +10,12 @@ Three steps, each a token list run here:
 3. `srun … node_cache publish …`: each node renames the part over the name once whole, and evicts
    its least recently used images beyond the cap.
 
+A broadcast that fails, or is interrupted, has its part removed from every node (`node_cache
+discard`): a local disk keeps no half-sent image. A failed one is tried once more first: a node's
+slurmd can refuse one transfer and take the next (one CI run saw "REQUEST_FILE_BCAST(nid001):
+Unspecified error" once, on a loaded machine, and never again); the error after the second names
+the node, whose slurmd log says why.
+
 The node folder is the same path on every node (the local disk: not a shared file system); every
 runtime then starts from `NODE_DIR/sha256-<hex>.FORMAT`.
 """
@@ -24,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcai.errors import HpcaiError, UsageError, has_control
-from hpcai.run.node_cache import CACHED
+from hpcai.run.node_cache import CACHED, part_name
 
 NODE_CACHE_ENV = "HPCAI_NODE_CACHE"
 MAX_FANOUT = 8  # sbcast(1): "Maximum value is currently eight"
+SBCAST_TRIES = 2
 DEFAULT_CAP = 100 << 30  # bytes of images a node keeps (LRU beyond it)
 
 
@@ -75,9 +82,8 @@ def stage_nodes(site_copy: Path, name: str, node_dir: str, fanout: int = MAX_FAN
     states = _on_nodes(len(nodes), ["check", node_dir, name, str(size)])
     stage.cold = sorted(n for n, words in states.items() if words[:1] != ["have"])
     if stage.cold:
-        part = f".{name}.part-{os.environ['SLURM_JOB_ID']}-{os.getpid()}"
-        # Format: sbcast --force --fanout=F SITE_COPY NODE_DIR/.NAME.part-JOB-PID
-        _run(["sbcast", "--force", f"--fanout={fanout}", str(site_copy), f"{node_dir}/{part}"], "sbcast")
+        part = part_name(name, os.environ["SLURM_JOB_ID"], os.getpid())
+        _broadcast(site_copy, node_dir, name, part, fanout, len(nodes))
         stage.broadcast_bytes = size
         states = _on_nodes(len(nodes), ["publish", node_dir, name, str(size), str(cap), part])
         failed = sorted(n for n, words in states.items() if words[:1] not in (["staged"], ["have"]))
@@ -86,6 +92,28 @@ def stage_nodes(site_copy: Path, name: str, node_dir: str, fanout: int = MAX_FAN
         stage.evicted = {n: words[2:] for n, words in states.items() if words[1:2] == ["evicted"]}
     stage.seconds = time.monotonic() - start
     return stage
+
+
+def _broadcast(site_copy: Path, node_dir: str, name: str, part: str, fanout: int, count: int) -> None:
+    """SITE_COPY to NODE_DIR/PART on every node, tried SBCAST_TRIES times; what a failed or
+    interrupted try left on the nodes is removed."""
+    from hpcai.output import warn
+
+    discard = ["discard", node_dir, name, part]
+    for attempt in range(1, SBCAST_TRIES + 1):
+        try:
+            # Format: sbcast --force --fanout=F SITE_COPY NODE_DIR/.NAME.part-JOB-PID
+            _run(["sbcast", "--force", f"--fanout={fanout}", str(site_copy), f"{node_dir}/{part}"], "sbcast")
+            return
+        except KeyboardInterrupt:
+            _on_nodes(count, discard)
+            raise
+        except HpcaiError as exc:
+            _on_nodes(count, discard)
+            if attempt == SBCAST_TRIES:
+                raise HpcaiError(f"{exc} (tried {SBCAST_TRIES} times; the parts sent were removed from every "
+                                 "node; that node's slurmd log says why)") from None
+            warn(f"{exc}; the part sent was removed from every node, trying once more")
 
 
 def _on_nodes(count: int, args: list[str]) -> dict[str, list[str]]:

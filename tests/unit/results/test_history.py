@@ -102,6 +102,24 @@ def test_concurrent_writers_lose_and_duplicate_nothing(tmp_path):
     assert sum(added) >= 12  # some were added twice over (a race both read as new), none lost
 
 
+def _open_in_a_process(path: str) -> str:
+    try:
+        history.connect(Path(path)).close()
+        return "ok"
+    except HpcaiError as exc:
+        return str(exc)
+
+
+def test_processes_opening_a_new_database_together_all_open_it(tmp_path):
+    """Six processes make one new database at once, 30 times: SQLite refuses the second of two
+    switching a new file to WAL without waiting, and connect waits that out (a third of such
+    rounds failed with "database is locked" before; CI saw it once in the test above)."""
+    with ProcessPoolExecutor(6) as pool:
+        for round_ in range(30):
+            said = set(pool.map(_open_in_a_process, [str(tmp_path / f"h{round_}.sqlite")] * 6))
+            assert said == {"ok"}, round_
+
+
 def test_a_damaged_database_is_moved_aside_and_made_again(tmp_path, capsys):
     path = tmp_path / "h.sqlite"
     path.write_bytes(b"this is not a database" * 100)

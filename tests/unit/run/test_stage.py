@@ -67,6 +67,26 @@ def test_the_node_program_says_one_line_per_node(tmp_path):
     assert bad.returncode == 2 and bad.stderr.startswith("usage:")
 
 
+def test_discard_removes_a_failed_broadcasts_part_and_nothing_else(tmp_path):
+    part = node_cache.part_name(A, "17", 4242)
+    assert part == f".{A}.part-17-4242" and node_cache.is_part(A, part)
+    (tmp_path / part).write_bytes(b"x")  # half of an image: sbcast failed after it
+    put(tmp_path, A, 3, 0)
+    assert node_cache.discard(tmp_path, part) == "discarded"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([A, ".lock"])
+    assert node_cache.discard(tmp_path, part) == "discarded"  # gone already, or never arrived
+    assert node_cache.discard(tmp_path / "never-made", part) == "discarded"  # and makes no folder
+    assert not (tmp_path / "never-made").exists()
+
+
+@pytest.mark.parametrize("argv", [["discard", "/x", A, "notes.txt"], ["discard", "/x", A, f".{B}.part-1-2"],
+                                  ["publish", "/x", A, "3", "0", "../../etc/passwd"], ["discard", "/x", A],
+                                  ["check", "/x", A, "3", "4"], ["evict", "/x", A, "3"], []])
+def test_the_node_program_touches_only_a_part_of_the_image_it_names(argv, tmp_path):
+    bad = subprocess.run([sys.executable, "-m", "hpcai.run.node_cache", *argv], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr == node_cache.USAGE + "\n" and bad.stdout == ""
+
+
 @pytest.mark.parametrize("image", ["nope.sif", "docker://ubuntu:22.04", "http://reg.org/x", "docker://reg.org/UPPER",
                                    "oras://reg.org/x@sha256:123"])
 def test_an_image_stage_cannot_take_is_one_line(image, tmp_path, monkeypatch):
